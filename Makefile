@@ -1,0 +1,50 @@
+# towerpack: `make test` and `make demo` set everything up in .venv first.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# HOROVOD=0 skips building Horovod (its tests then skip outside CI).
+HOROVOD ?= 1
+WHEEL_CACHE ?= .cache/wheels
+PYTEST_ARGS ?=
+# TensorFlow flavour: tensorflow[and-cuda] where an NVIDIA GPU answers, tensorflow-cpu elsewhere.
+TF_EXTRA ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+PIP := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: setup system-deps test lint clean distclean
+
+setup: $(VENV)/.deps-stamp $(if $(filter 1,$(HOROVOD)),$(VENV)/.horovod-stamp)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet -c constraints.txt pip setuptools wheel
+
+$(VENV)/.deps-stamp: constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(PY)
+	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
+	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA)]' -e packages/launcher
+	touch $@
+
+$(VENV)/.horovod-stamp: $(VENV)/.deps-stamp scripts/build_horovod.sh
+	scripts/build_horovod.sh $(VENV) $(WHEEL_CACHE)
+	touch $@
+
+# System packages the tests need (sshd for the launcher's ssh mode).
+system-deps:
+	@scripts/system_deps.sh
+
+test: setup system-deps
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$rc
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build dist
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	find packages -name '*.egg-info' -type d -prune -exec rm -rf {} +
+
+# Also drops the cached Horovod wheel (the next setup rebuilds it).
+distclean: clean
+	rm -rf .cache

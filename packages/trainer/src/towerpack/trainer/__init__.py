@@ -1,0 +1,1 @@
+"""towerpack.trainer: the per-process TensorFlow graph-mode training loop."""

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Install Horovod (Gloo + TensorFlow, no MPI) into a virtualenv from a cached wheel,
+# building the wheel from the PyPI sdist on the first run.
+#
+#   scripts/build_horovod.sh VENV [CACHE_DIR]
+#
+# The wheel is cached under CACHE_DIR/<horovod>-tf<tf>-<python tag>-<cpu|cuda>/ so later runs
+# take seconds. With CUDA (nvcc) present it is built with NCCL GPU operations.
+set -euo pipefail
+
+VENV=${1:?usage: build_horovod.sh VENV [CACHE_DIR]}
+CACHE_DIR=${2:-.cache/wheels}
+HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
+PY="$VENV/bin/python"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+tf_version=$("$PY" - <<'PY'
+from importlib.metadata import PackageNotFoundError, version
+for name in ("tensorflow-cpu", "tensorflow"):
+    try:
+        print(version(name)); break
+    except PackageNotFoundError:
+        pass
+else:
+    raise SystemExit("TensorFlow is not installed in the virtualenv; install towerpack-trainer first")
+PY
+)
+py_tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+
+if command -v nvcc >/dev/null 2>&1; then
+    flavor=cuda
+else
+    flavor=cpu
+fi
+key="horovod-${HOROVOD_VERSION}-tf${tf_version}-${py_tag}-${flavor}"
+wheel_dir="$CACHE_DIR/$key"
+
+if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+    echo "building Horovod $HOROVOD_VERSION for TensorFlow $tf_version ($py_tag, $flavor); takes a few minutes once"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    "$PY" -m pip download --quiet --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+    tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
+    src="$work/horovod-$HOROVOD_VERSION"
+    # Horovod's XLA ops (off by default) do not compile against recent TensorFlow headers.
+    sed -i '/xla_mpi_ops\.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+    export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+    export HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1
+    export MAKEFLAGS="-j$(nproc)"
+    if [ "$flavor" = cuda ]; then
+        export HOROVOD_GPU_OPERATIONS=NCCL
+        nvcc_path=$(command -v nvcc)
+        export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$(dirname "$(dirname "$nvcc_path")")}
+    fi
+    # Gloo's CMake files need CMake 3.x; the virtualenv carries one (constraints.txt pins it).
+    PATH="$VENV/bin:$PATH" "$PY" -m pip wheel --quiet --no-build-isolation --no-deps -w "$work/wheel" "$src"
+    mkdir -p "$wheel_dir"
+    mv "$work"/wheel/horovod-*.whl "$wheel_dir"/
+fi
+
+"$PY" -m pip install --quiet --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
+# Horovod's own runtime requirements, pinned by the project's constraints.
+"$PY" -m pip install --quiet -c "$ROOT/constraints.txt" cloudpickle psutil pyyaml packaging
+echo "horovod $HOROVOD_VERSION installed from $wheel_dir"

@@ -1,0 +1,1 @@
+"""Shared helpers for towerpack's tests (processes, ports, timeouts)."""
