@@ -6,6 +6,7 @@ import os
 import uuid
 
 import pytest
+
 from support.procs import TAG_VAR, describe, kill_all, tagged_processes, wait_gone
 
 # Grace for processes that are already on their way out when the test body returns.
@@ -32,3 +33,16 @@ def no_leftover_processes(request):
         msg = describe(left)
         kill_all(left)
         pytest.fail(f"test left {len(left)} process(es) running:\n{msg}", pytrace=False)
+
+
+@pytest.fixture
+def horovod_required():
+    """Horovod must be importable. Outside CI a build with HOROVOD=0 skips; in CI it is a failure."""
+    import importlib.util
+
+    if importlib.util.find_spec("horovod") is not None:
+        return
+    msg = "Horovod is not installed (run `make setup`; HOROVOD=0 skips building it)"
+    if os.environ.get("CI"):
+        pytest.fail(msg, pytrace=False)
+    pytest.skip(msg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -45,10 +46,8 @@ def describe(procs: list[psutil.Process]) -> str:
 
 def kill_all(procs: list[psutil.Process]) -> None:
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             p.kill()
-        except psutil.Error:
-            pass
     psutil.wait_procs(procs, timeout=5)
 
 
@@ -58,13 +57,15 @@ def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proces
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def run_python(code: str, *args: str, timeout: float = 60, env: dict | None = None,
-               check: bool = True) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, *args: str, timeout: float = 60, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run ``python -c code`` in a fresh interpreter, with a hard timeout."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, env=full_env
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -96,8 +97,6 @@ def terminate_tree(pid: int, sig: int = signal.SIGTERM, grace: float = 3.0) -> N
         return
     procs = [root, *root.children(recursive=True)]
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
-        except psutil.Error:
-            pass
     kill_all(wait_gone(procs, grace))

@@ -1,0 +1,222 @@
+"""The Callback interface: the hooks a trainer calls around graph setup, epochs and steps."""
+
+from __future__ import annotations
+
+from ..compat import tfv1
+
+__all__ = ["Callback", "CallbackFactory", "ProxyCallback"]
+
+
+class Callback:
+    """Base class of callbacks. Subclasses override the underscored methods.
+
+    Order of calls made by a trainer::
+
+        setup_graph(trainer)      # graph building; runs under a name scope named after the class
+        before_train()            # graph finalized, session created (default session set)
+        for each epoch:
+            before_epoch()
+            for each step:
+                before_run(ctx) / after_run(ctx, values)   # around every hooked_sess.run
+                trigger_step()
+            after_epoch()
+            trigger_epoch()       # by default calls trigger()
+        after_train()             # always, also after an error
+
+    ``_before_run`` may return None, a list/dict of tensors, ops or their names, or a
+    ``tf.compat.v1.train.SessionRunArgs``; the fetched values reach ``_after_run`` as
+    ``run_values.results``.
+
+    Callbacks are chief-only by default: on a non-chief process of a distributed job the trainer
+    skips them unless ``set_chief_only(False)`` was called.
+    """
+
+    _chief_only = True
+
+    # ---- what a trainer calls -------------------------------------------------------------
+    def setup_graph(self, trainer) -> None:
+        self.trainer = trainer
+        self.graph = tfv1.get_default_graph()
+        scope = type(self).__name__.replace("_", "")
+        with tfv1.name_scope(scope):
+            self._setup_graph()
+
+    def before_train(self) -> None:
+        self._before_train()
+
+    def before_epoch(self) -> None:
+        self._before_epoch()
+
+    def after_epoch(self) -> None:
+        self._after_epoch()
+
+    def before_run(self, ctx):
+        fetches = self._before_run(ctx)
+        if fetches is None:
+            return None
+        if isinstance(fetches, tfv1.train.SessionRunArgs):
+            return fetches
+        return tfv1.train.SessionRunArgs(fetches=self._resolve_fetches(fetches))
+
+    def after_run(self, run_context, run_values) -> None:
+        self._after_run(run_context, run_values)
+
+    def trigger_step(self) -> None:
+        self._trigger_step()
+
+    def trigger_epoch(self) -> None:
+        self._trigger_epoch()
+
+    def trigger(self) -> None:
+        self._trigger()
+
+    def after_train(self) -> None:
+        self._after_train()
+
+    # ---- what subclasses override ---------------------------------------------------------
+    def _setup_graph(self) -> None:
+        pass
+
+    def _before_train(self) -> None:
+        pass
+
+    def _before_epoch(self) -> None:
+        pass
+
+    def _after_epoch(self) -> None:
+        pass
+
+    def _before_run(self, ctx):
+        return None
+
+    def _after_run(self, run_context, run_values) -> None:
+        pass
+
+    def _trigger_step(self) -> None:
+        pass
+
+    def _trigger_epoch(self) -> None:
+        self.trigger()
+
+    def _trigger(self) -> None:
+        pass
+
+    def _after_train(self) -> None:
+        pass
+
+    # ---- state shared with the trainer ------------------------------------------------------
+    @property
+    def epoch_num(self) -> int:
+        return self.trainer.epoch_num
+
+    @property
+    def global_step(self) -> int:
+        return self.trainer.global_step
+
+    @property
+    def local_step(self) -> int:
+        return self.trainer.local_step
+
+    @property
+    def chief_only(self) -> bool:
+        return self._chief_only
+
+    @chief_only.setter
+    def chief_only(self, value: bool) -> None:
+        self._chief_only = bool(value)
+
+    def set_chief_only(self, value: bool = True) -> Callback:
+        """Set whether this callback runs only on the chief; returns self for chaining."""
+        self._chief_only = bool(value)
+        return self
+
+    def _resolve_fetches(self, fetches):
+        """Turn tensor/op names into graph elements; lists, tuples and dicts keep their shape."""
+        if isinstance(fetches, dict):
+            return {k: self._resolve_fetches(v) for k, v in fetches.items()}
+        if isinstance(fetches, (list, tuple)):
+            return type(fetches)(self._resolve_fetches(f) for f in fetches)
+        if isinstance(fetches, str):
+            name = fetches if ":" in fetches else _name_to_element(self.graph, fetches)
+            return self.graph.as_graph_element(name)
+        return fetches
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+def _name_to_element(graph, name: str) -> str:
+    """A bare name means the op's first output if it has one, else the op itself."""
+    op = graph.get_operation_by_name(name)
+    return op.outputs[0].name if op.outputs else op.name
+
+
+class ProxyCallback(Callback):
+    """A callback that forwards every call to another callback (subclass it to change one call)."""
+
+    def __init__(self, cb: Callback):
+        if not isinstance(cb, Callback):
+            raise TypeError(f"ProxyCallback wraps a Callback, got {type(cb).__name__}")
+        self.cb = cb
+        self._chief_only = cb.chief_only
+
+    def setup_graph(self, trainer) -> None:
+        self.trainer = trainer
+        self.graph = tfv1.get_default_graph()
+        self.cb.setup_graph(trainer)
+
+    def _before_train(self):
+        self.cb.before_train()
+
+    def _before_epoch(self):
+        self.cb.before_epoch()
+
+    def _after_epoch(self):
+        self.cb.after_epoch()
+
+    def before_run(self, ctx):
+        return self.cb.before_run(ctx)
+
+    def _after_run(self, run_context, run_values):
+        self.cb.after_run(run_context, run_values)
+
+    def _trigger_step(self):
+        self.cb.trigger_step()
+
+    def _trigger_epoch(self):
+        self.cb.trigger_epoch()
+
+    def _trigger(self):
+        self.cb.trigger()
+
+    def _after_train(self):
+        self.cb.after_train()
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({self.cb})"
+
+
+class CallbackFactory(Callback):
+    """A callback made of plain functions; each receives the callback itself as its argument."""
+
+    def __init__(self, setup_graph=None, before_train=None, trigger=None, after_train=None):
+        self._cb_setup_graph = setup_graph
+        self._cb_before_train = before_train
+        self._cb_trigger = trigger
+        self._cb_after_train = after_train
+
+    def _setup_graph(self):
+        if self._cb_setup_graph:
+            self._cb_setup_graph(self)
+
+    def _before_train(self):
+        if self._cb_before_train:
+            self._cb_before_train(self)
+
+    def _trigger(self):
+        if self._cb_trigger:
+            self._cb_trigger(self)
+
+    def _after_train(self):
+        if self._cb_after_train:
+            self._cb_after_train(self)

@@ -1,0 +1,100 @@
+"""The InputSource interface: where a trainer's input tensors come from."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+from ..callbacks.base import Callback, CallbackFactory
+from ..compat import tfv1
+
+__all__ = ["FeedfreeInput", "InputSource"]
+
+
+class InputSource:
+    """Base class of input sources.
+
+    A trainer calls ``setup(input_signature)`` once while building the graph, registers the
+    callbacks it returns, and calls ``get_input_tensors()`` once per tower. Subclasses implement
+    ``_setup``, ``_get_input_tensors`` and optionally ``_get_callbacks``, ``_reset_state`` and
+    ``_size``.
+    """
+
+    _name_scope = None
+    _setup_done = False
+
+    def get_input_tensors(self) -> list:
+        """Input tensors in the order of the input signature.
+
+        Feed-free sources return new tensors on every call (one call per tower), so each tower
+        reads its own batch.
+        """
+        if not self._setup_done:
+            raise RuntimeError(f"{type(self).__name__}.setup() must be called before get_input_tensors()")
+        return self._get_input_tensors()
+
+    def setup(self, input_signature) -> list[Callback]:
+        """Build what the source needs in the graph; returns the callbacks to register."""
+        if self._setup_done:
+            raise RuntimeError(f"{type(self).__name__}.setup() was already called")
+        self._input_signature = list(input_signature)
+        with self.cached_name_scope():
+            self._setup(self._input_signature)
+        self._setup_done = True
+        return self.get_callbacks()
+
+    def setup_done(self) -> bool:
+        return self._setup_done
+
+    @functools.cache  # noqa: B019  (one list per source, kept as long as the source)
+    def get_callbacks(self) -> list[Callback]:
+        """Callbacks that drive this source; they run on every process, chief or not.
+
+        The first one resets the source's state before training starts.
+        """
+        if not self._setup_done:
+            raise RuntimeError(f"{type(self).__name__}.setup() must be called before get_callbacks()")
+        cbs = [CallbackFactory(before_train=lambda _: self.reset_state()), *self._get_callbacks()]
+        for cb in cbs:
+            cb.set_chief_only(False)
+        return cbs
+
+    def reset_state(self) -> None:
+        """Start (or restart) the source; called before training and by inference runners."""
+        self._reset_state()
+
+    def size(self) -> int:
+        """Number of elements the source produces per epoch; raises NotImplementedError if unknown."""
+        return self._size()
+
+    @contextlib.contextmanager
+    def cached_name_scope(self):
+        """The same name scope for every use of this source, so its ops group together."""
+        if self._name_scope is None:
+            with tfv1.name_scope(type(self).__name__) as scope:
+                self._name_scope = scope
+                yield scope
+        else:
+            with tfv1.name_scope(self._name_scope) as scope:
+                yield scope
+
+    # ---- for subclasses ----------------------------------------------------------------------
+    def _setup(self, input_signature) -> None:
+        pass
+
+    def _get_input_tensors(self) -> list:
+        raise NotImplementedError
+
+    def _get_callbacks(self) -> list[Callback]:
+        return []
+
+    def _reset_state(self) -> None:
+        pass
+
+    def _size(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} does not know its size")
+
+
+class FeedfreeInput(InputSource):
+    """Marker base for sources whose tensors come from the graph itself (queues, datasets, staging),
+    not from a feed_dict; multi-tower trainers require one."""
