@@ -5,7 +5,8 @@
 #   scripts/build_horovod.sh VENV [CACHE_DIR]
 #
 # The wheel is cached under CACHE_DIR/<horovod>-tf<tf>-<python tag>-<cpu|cuda>/ so later runs
-# take seconds. With CUDA (nvcc) present it is built with NCCL GPU operations.
+# take seconds. With a CUDA build of TensorFlow and nvcc present it is built with NCCL GPU
+# operations (HOROVOD_FLAVOR=cpu|cuda overrides the choice).
 set -euo pipefail
 
 VENV=${1:?usage: build_horovod.sh VENV [CACHE_DIR]}
@@ -14,11 +15,13 @@ HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
 PY="$VENV/bin/python"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-tf_version=$("$PY" - <<'PY'
+# Prints "<version> <cpu|cuda>": the installed TensorFlow and whether it is the CUDA build.
+read -r tf_version tf_flavor < <("$PY" - <<'PY'
 from importlib.metadata import PackageNotFoundError, version
-for name in ("tensorflow-cpu", "tensorflow"):
+for name, flavor in (("tensorflow-cpu", "cpu"), ("tensorflow", "cuda")):
     try:
-        print(version(name)); break
+        print(version(name), flavor)
+        break
     except PackageNotFoundError:
         pass
 else:
@@ -27,7 +30,11 @@ PY
 )
 py_tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 
-if command -v nvcc >/dev/null 2>&1; then
+# NCCL operations need both a CUDA TensorFlow and the CUDA compiler (nvcc alone, as on machines
+# without a GPU, is not enough).
+if [ -n "${HOROVOD_FLAVOR:-}" ]; then
+    flavor=$HOROVOD_FLAVOR
+elif [ "$tf_flavor" = cuda ] && command -v nvcc >/dev/null 2>&1; then
     flavor=cuda
 else
     flavor=cpu
@@ -51,6 +58,12 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
         export HOROVOD_GPU_OPERATIONS=NCCL
         nvcc_path=$(command -v nvcc)
         export HOROVOD_CUDA_HOME=${HOROVOD_CUDA_HOME:-$(dirname "$(dirname "$nvcc_path")")}
+        # tensorflow[and-cuda] brings NCCL as a pip package; point Horovod at it.
+        nccl_dir=$("$PY" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
+        if [ -n "$nccl_dir" ]; then
+            export HOROVOD_NCCL_INCLUDE=${HOROVOD_NCCL_INCLUDE:-$nccl_dir/include}
+            export HOROVOD_NCCL_LIB=${HOROVOD_NCCL_LIB:-$nccl_dir/lib}
+        fi
     fi
     # Gloo's CMake files need CMake 3.x; the virtualenv carries one (constraints.txt pins it).
     PATH="$VENV/bin:$PATH" "$PY" -m pip wheel --quiet --no-build-isolation --no-deps -w "$work/wheel" "$src"
