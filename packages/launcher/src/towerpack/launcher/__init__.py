@@ -1,1 +1,4 @@
-"""towerpack.launcher: spawn, connect and supervise one process per GPU, slot or host. Never imports TensorFlow."""
+"""towerpack.launcher: spawn, connect and supervise one process per GPU, slot or host.
+
+The `launch` command (:mod:`towerpack.launcher.cli`). Never imports TensorFlow.
+"""

@@ -1,0 +1,200 @@
+"""Transport benchmark: towerpack.dataflow against raw zero-copy pyzmq PUSH/PULL, measured in one run.
+
+Cases: (a) uint8 [32,224,224,3] + int32 [32] batches (~4.8 MB) and (b) float32 [64,784] + int64
+[64] batches (~200 KB). Each is sent from one process to another (the same arrays every time,
+so only transport is measured) through MultiProcessRunnerZMQ (IPC) and through a real
+``dataflow serve`` server read by RemoteDataZMQ (TCP on loopback), and compared with raw pyzmq
+PUSH/PULL over the same transport, with zero-copy send and receive (np.frombuffer).
+
+    python benchmarks/dataflow_transport.py [--quick] [--trials N]
+
+Trials alternate between the contenders; each contender's best trial counts (the best is the
+least disturbed by other work on the machine). Prints throughput and the ratio ours / raw;
+always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+from towerpack.dataflow import FakeData, MultiProcessRunnerZMQ, RemoteDataZMQ
+
+CASES = {
+    "a": {"shapes": [[32, 224, 224, 3], [32]], "dtypes": ["uint8", "int32"], "n": 300, "warmup": 20},
+    "b": {"shapes": [[64, 784], [64]], "dtypes": ["float32", "int64"], "n": 4000, "warmup": 200},
+}
+HWM = 50
+
+
+def make_a() -> FakeData:
+    c = CASES["a"]
+    return FakeData(c["shapes"], size=10_000, random=False, dtype=c["dtypes"])
+
+
+def make_b() -> FakeData:
+    c = CASES["b"]
+    return FakeData(c["shapes"], size=10_000, random=False, dtype=c["dtypes"])
+
+
+FACTORIES = {"a": make_a, "b": make_b}
+
+
+def nbytes(case: str) -> int:
+    c = CASES[case]
+    return sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in zip(c["shapes"], c["dtypes"], strict=True))
+
+
+def free_tcp() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+# -- raw pyzmq baseline ------------------------------------------------------------------------
+
+
+def _raw_producer(addr: str, case: str, count: int) -> None:
+    c = CASES[case]
+    arrays = [np.zeros(s, d) for s, d in zip(c["shapes"], c["dtypes"], strict=True)]
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, HWM)
+    push.bind(addr)
+    for _ in range(count):
+        push.send_multipart(arrays, copy=False)
+    push.setsockopt(zmq.LINGER, 5000)
+    push.close()
+    ctx.term()
+
+
+def raw(case: str, addr: str, n: int, warmup: int) -> float:
+    c = CASES[case]
+    proc = mp.get_context("fork").Process(target=_raw_producer, args=(addr, case, n + warmup))
+    proc.start()
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, HWM)
+    pull.connect(addr)
+
+    def recv():
+        frames = pull.recv_multipart(copy=False)
+        return [
+            np.frombuffer(f.buffer, d).reshape(s)
+            for f, s, d in zip(frames, c["shapes"], c["dtypes"], strict=True)
+        ]
+
+    for _ in range(warmup):
+        recv()
+    start = time.perf_counter()
+    for _ in range(n):
+        recv()
+    elapsed = time.perf_counter() - start
+    pull.close(linger=0)
+    ctx.term()
+    proc.join(10)
+    return n / elapsed
+
+
+# -- ours --------------------------------------------------------------------------------------
+
+
+def _consume(df, n: int, warmup: int) -> float:
+    it = iter(df)
+    for _ in range(warmup):
+        next(it)
+    start = time.perf_counter()
+    for _ in range(n):
+        next(it)
+    return n / (time.perf_counter() - start)
+
+
+def runner(case: str, n: int, warmup: int) -> float:
+    df = MultiProcessRunnerZMQ(FACTORIES[case](), num_proc=1, hwm=HWM)
+    df.reset_state()
+    try:
+        return _consume(df, n, warmup)
+    finally:
+        df.close()
+
+
+def server(case: str, n: int, warmup: int) -> float:
+    addr = free_tcp()
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "towerpack.dataflow.cli",
+        "serve",
+        f"dataflow_transport:make_{case}",
+        "--bind",
+        addr,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if "consumers connected" in line:
+                break
+        df = RemoteDataZMQ(addr, hwm=HWM, timeout=30)
+        df.reset_state()
+        try:
+            return _consume(df, n, warmup)
+        finally:
+            df.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer messages and one trial")
+    parser.add_argument(
+        "--trials", type=int, default=None, help="trials per measurement (default 5, quick 2)"
+    )
+    parser.add_argument("--case", choices=sorted(CASES), action="append", help="run only this case")
+    args = parser.parse_args()
+    trials = args.trials or (2 if args.quick else 5)
+    rows = []
+    for case in args.case or sorted(CASES):
+        c = CASES[case]
+        n = c["n"] // 3 if args.quick else c["n"]
+        warmup = c["warmup"]
+        measures = {"raw ipc": [], "runner": [], "raw tcp": [], "server": []}
+        for _ in range(trials):
+            measures["raw ipc"].append(raw(case, f"ipc://@towerpack-bench-{os.getpid()}-{case}", n, warmup))
+            measures["runner"].append(runner(case, n, warmup))
+            measures["raw tcp"].append(raw(case, free_tcp(), n, warmup))
+            measures["server"].append(server(case, n, warmup))
+        med = {k: max(v) for k, v in measures.items()}
+        mb = nbytes(case) / 1e6
+        goal = 0.85 if case == "a" else 0.7
+        for ours, base in (("runner", "raw ipc"), ("server", "raw tcp")):
+            ratio = med[ours] / med[base]
+            rows.append((case, f"{mb:.2f}", ours, base, med[ours], med[base], med[ours] * mb, ratio, goal))
+    print(
+        f"\n{'case':<5}{'MB/dp':>7}  {'ours':<8}{'baseline':<9}{'ours dp/s':>11}{'raw dp/s':>10}"
+        f"{'ours MB/s':>11}{'ratio':>8}{'goal':>6}"
+    )
+    for case, mb, ours, base, r_ours, r_base, mbs, ratio, goal in rows:
+        flag = "" if ratio >= goal else "  below goal"
+        print(
+            f"{case:<5}{mb:>7}  {ours:<8}{base:<9}{r_ours:>11.1f}{r_base:>10.1f}{mbs:>11.0f}{ratio:>8.2f}"
+            f"{goal:>6.2f}{flag}"
+        )
+    print(f"\n(best of {trials} interleaved trials each; machine: {os.cpu_count()} CPUs)")
+
+
+if __name__ == "__main__":
+    main()

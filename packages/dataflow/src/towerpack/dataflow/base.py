@@ -1,0 +1,100 @@
+"""The DataFlow protocol: an iterable of datapoints with an optional length and a per-process reset."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DataFlow",
+    "DataFlowReentrantGuard",
+    "DataFlowTerminated",
+    "LengthUnknownError",
+    "ProxyDataFlow",
+    "RNGDataFlow",
+]
+
+
+class LengthUnknownError(NotImplementedError, TypeError):
+    """Raised by ``len(df)`` when the length is not known.
+
+    A ``NotImplementedError`` as in the reference API; also a ``TypeError`` so that ``list(df)``
+    and other callers of ``len()`` as a size hint treat it as "no length" instead of failing.
+    """
+
+
+class DataFlowTerminated(RuntimeError):
+    """Raised when a dataflow can no longer produce data because its resources were released."""
+
+
+class DataFlowReentrantGuard:
+    """Context manager that raises instead of letting two threads iterate one dataflow at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("this dataflow is already being iterated; it is not reentrant or thread-safe")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class DataFlow:
+    """Base class of all dataflows.
+
+    A datapoint is a list (or tuple or dict) of components, usually numpy arrays. Call
+    :meth:`reset_state` once in the process that iterates, before the first iteration; each
+    ``iter(df)`` is one epoch.
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __len__(self) -> int:
+        """Number of datapoints per epoch; raises ``NotImplementedError`` when it is not known."""
+        raise LengthUnknownError(f"the length of {type(self).__name__} is not known")
+
+    def reset_state(self) -> None:
+        """Prepare for iteration in the current process (open files, seed RNGs, start workers)."""
+
+
+def _new_seed(obj: object) -> int:
+    # pid keeps forked copies apart, time keeps restarts apart, id keeps sibling dataflows apart.
+    return (os.getpid() * 1_000_003 + id(obj) + int(time.time() * 1e6)) % (2**32 - 1)
+
+
+class RNGDataFlow(DataFlow):
+    """A dataflow with its own ``numpy.random.RandomState`` in ``self.rng``, re-seeded by ``reset_state``.
+
+    Each process that calls ``reset_state`` draws a different seed, so forked workers do not
+    produce identical random streams. Set ``seed`` (an int) before ``reset_state`` for a fixed seed.
+    """
+
+    rng: np.random.RandomState
+    seed: int | None = None
+
+    def reset_state(self) -> None:
+        self.rng = np.random.RandomState(self.seed if self.seed is not None else _new_seed(self))
+
+
+class ProxyDataFlow(DataFlow):
+    """A dataflow that forwards everything to another one; subclass it to change one aspect."""
+
+    def __init__(self, ds: DataFlow) -> None:
+        self.ds = ds
+
+    def reset_state(self) -> None:
+        self.ds.reset_state()
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.ds)

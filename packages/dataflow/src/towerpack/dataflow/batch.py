@@ -1,0 +1,91 @@
+"""BatchData: stack consecutive datapoints into batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .base import DataFlow, ProxyDataFlow
+
+__all__ = ["BatchData"]
+
+
+def _stack(values: list[Any], where: str) -> np.ndarray:
+    first = values[0]
+    if isinstance(first, np.ndarray):
+        shape = first.shape
+        for i, v in enumerate(values):
+            vshape = np.shape(v)
+            if vshape != shape:
+                raise ValueError(
+                    f"BatchData: cannot stack {where}: datapoint 0 has shape {shape} but "
+                    f"datapoint {i} has shape {vshape} (ragged shapes need use_list=True)"
+                )
+        return np.stack(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError as e:  # numpy refuses ragged nested sequences
+        raise ValueError(f"BatchData: cannot stack {where}: {e} (ragged shapes need use_list=True)") from None
+    if arr.dtype == object:
+        raise ValueError(
+            f"BatchData: cannot stack {where}: values of type {type(first).__name__} "
+            "give an object array (use use_list=True)"
+        )
+    return arr
+
+
+class BatchData(ProxyDataFlow):
+    """Group ``batch_size`` consecutive datapoints and stack each component along a new first axis.
+
+    Args:
+        ds: a dataflow of lists, tuples or dicts with the same structure every time.
+        batch_size: datapoints per batch.
+        remainder: also yield the last, smaller batch of an epoch.
+        use_list: keep components as Python lists instead of stacking them (for ragged data).
+    """
+
+    def __init__(
+        self, ds: DataFlow, batch_size: int, remainder: bool = False, use_list: bool = False
+    ) -> None:
+        super().__init__(ds)
+        if int(batch_size) <= 0:
+            raise ValueError(f"BatchData: batch_size must be positive, got {batch_size}")
+        self.batch_size = int(batch_size)
+        self.remainder = remainder
+        self.use_list = use_list
+
+    def __len__(self) -> int:
+        n = len(self.ds)
+        full, rest = divmod(n, self.batch_size)
+        return full + int(self.remainder and rest > 0)
+
+    def __iter__(self) -> Iterator[Any]:
+        holder: list[Any] = []
+        for dp in self.ds:
+            holder.append(dp)
+            if len(holder) == self.batch_size:
+                yield self._aggregate(holder)
+                holder = []
+        if self.remainder and holder:
+            yield self._aggregate(holder)
+
+    def _aggregate(self, dps: list[Any]) -> Any:
+        first = dps[0]
+        if isinstance(first, dict):
+            return {k: self._component([dp[k] for dp in dps], f"key {k!r}") for k in first}
+        if not isinstance(first, (list, tuple)):
+            raise TypeError(
+                f"BatchData: a datapoint must be a list, tuple or dict, got {type(first).__name__}"
+            )
+        n = len(first)
+        for dp in dps:
+            if len(dp) != n:
+                raise ValueError(
+                    f"BatchData: datapoints have different numbers of components ({n} and {len(dp)})"
+                )
+        return [self._component([dp[i] for dp in dps], f"component {i}") for i in range(n)]
+
+    def _component(self, values: list[Any], where: str) -> Any:
+        return list(values) if self.use_list else _stack(values, where)

@@ -1,0 +1,127 @@
+"""The ``dataflow`` command: ``serve``, ``bench`` and ``keygen`` (built with fire)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import fire
+
+from .base import DataFlow
+from .parallel import MultiProcessRunnerZMQ
+from .security import create_keys
+from .server import DataServer, ServerError
+from .speed import benchmark
+
+logger = logging.getLogger("towerpack.dataflow.serve")
+
+
+class CLIError(Exception):
+    """A usage problem reported as one line, without a traceback."""
+
+
+def load_factory(spec: str) -> DataFlow:
+    """Import ``MODULE:FACTORY`` (the current directory is importable) and call the factory."""
+    module_name, sep, attr = str(spec).partition(":")
+    if not sep or not module_name or not attr:
+        raise CLIError(f"expected MODULE:FACTORY (e.g. mypkg.data:make_df), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise CLIError(f"cannot import {module_name!r}: {e}") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise CLIError(f"module {module_name!r} has no attribute {attr!r}")
+    df = factory() if callable(factory) and not isinstance(factory, DataFlow) else factory
+    if not isinstance(df, DataFlow):
+        raise CLIError(f"{spec} returned {type(df).__name__}, not a DataFlow")
+    return df
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def serve(
+    factory: str,
+    bind: str = "tcp://127.0.0.1:9100",
+    workers: int = 0,
+    curve_secret_key: str | None = None,
+    curve_authorized: str | None = None,
+    allow_pickle: bool = False,
+) -> None:
+    """Serve the dataflow made by FACTORY (MODULE:FACTORY) to RemoteDataZMQ consumers.
+
+    Args:
+        factory: MODULE:FACTORY, a function returning a DataFlow.
+        bind: endpoint to bind.
+        workers: run the dataflow in this many worker processes (0: in the server process).
+        curve_secret_key: the server's NAME.key_secret file; enables CURVE.
+        curve_authorized: directory with the public keys of allowed clients.
+        allow_pickle: let non-array objects travel pickled.
+    """
+    df = load_factory(factory)
+    if workers:
+        df = MultiProcessRunnerZMQ(df, num_proc=int(workers), allow_pickle=allow_pickle)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    server = DataServer(
+        df,
+        bind,
+        curve_secret_key=curve_secret_key,
+        curve_authorized=curve_authorized,
+        allow_pickle=allow_pickle,
+        report=lambda line: print(f"[dataflow serve] {line}", flush=True),
+    )
+    print(f"[dataflow serve] starting {factory} with {workers or 'no'} worker processes", flush=True)
+    try:
+        server.serve()
+    except KeyboardInterrupt:
+        print(f"[dataflow serve] stopped after {server.sent} datapoints", flush=True)
+    except ServerError as e:
+        raise CLIError(str(e)) from None
+
+
+def bench(factory: str, size: int = 1000, warmup: int = 10, workers: int = 0) -> None:
+    """Print the throughput of the dataflow made by FACTORY (MODULE:FACTORY).
+
+    Args:
+        factory: MODULE:FACTORY, a function returning a DataFlow.
+        size: datapoints to time.
+        warmup: datapoints to take before timing.
+        workers: run the dataflow in this many worker processes through MultiProcessRunnerZMQ.
+    """
+    df = load_factory(factory)
+    if workers:
+        df = MultiProcessRunnerZMQ(df, num_proc=int(workers))
+    try:
+        report = benchmark(df, int(size), int(warmup))
+    finally:
+        close = getattr(df, "close", None)
+        if callable(close):
+            close()
+    print(report, flush=True)
+
+
+def keygen(directory: str, name: str = "server") -> None:
+    """Create a CURVE key pair NAME.key (public) and NAME.key_secret in DIRECTORY."""
+    public, secret = create_keys(directory, name)
+    print(f"public key: {public}\nsecret key: {secret}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s %(message)s")
+    try:
+        fire.Fire({"serve": serve, "bench": bench, "keygen": keygen}, command=argv, name="dataflow")
+    except CLIError as e:
+        print(f"dataflow: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Transforms that reshape the stream of datapoints: repeat, cut, shuffle, concatenate, join."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow
+
+__all__ = ["ConcatData", "FixedSizeData", "JoinData", "LocallyShuffleData", "RepeatedData"]
+
+
+class RepeatedData(ProxyDataFlow):
+    """Repeat the input ``num`` times per epoch; ``num=-1`` repeats forever (and has no length)."""
+
+    def __init__(self, ds: DataFlow, num: int) -> None:
+        super().__init__(ds)
+        if num < -1 or num == 0:
+            raise ValueError(f"RepeatedData: num must be positive or -1, got {num}")
+        self.num = num
+
+    def __len__(self) -> int:
+        if self.num == -1:
+            raise LengthUnknownError("RepeatedData(num=-1) is infinite")
+        return len(self.ds) * self.num
+
+    def __iter__(self) -> Iterator[Any]:
+        rounds = itertools.count() if self.num == -1 else range(self.num)
+        for _ in rounds:
+            empty = True
+            for dp in self.ds:
+                empty = False
+                yield dp
+            if empty:
+                raise RuntimeError("RepeatedData: the input dataflow produced no datapoints in an epoch")
+
+
+class FixedSizeData(ProxyDataFlow):
+    """Yield exactly ``size`` datapoints per epoch, restarting the input when it ends.
+
+    With ``keep_state`` the input's iterator carries over between epochs, so consecutive epochs
+    continue where the previous one stopped instead of starting the input again.
+    """
+
+    def __init__(self, ds: DataFlow, size: int, keep_state: bool = True) -> None:
+        super().__init__(ds)
+        self._size = int(size)
+        self.keep_state = keep_state
+        self._itr: Iterator[Any] | None = None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._itr is None or not self.keep_state:
+            self._itr = iter(self.ds)
+        count = 0
+        restarted = False
+        while count < self._size:
+            try:
+                dp = next(self._itr)
+            except StopIteration:
+                if restarted:
+                    raise RuntimeError("FixedSizeData: the input dataflow produced no datapoints") from None
+                self._itr = iter(self.ds)
+                restarted = True
+                continue
+            restarted = False
+            count += 1
+            yield dp
+
+
+class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
+    """Shuffle within a sliding buffer of ``buffer_size`` datapoints; each input datapoint is yielded once.
+
+    Useful when the input can only be read sequentially (a file, a database): the order is
+    randomised locally while memory stays bounded.
+    """
+
+    def __init__(self, ds: DataFlow, buffer_size: int) -> None:
+        ProxyDataFlow.__init__(self, ds)
+        if buffer_size <= 0:
+            raise ValueError(f"LocallyShuffleData: buffer_size must be positive, got {buffer_size}")
+        self.buffer_size = int(buffer_size)
+
+    def reset_state(self) -> None:
+        ProxyDataFlow.reset_state(self)
+        RNGDataFlow.reset_state(self)
+
+    def __iter__(self) -> Iterator[Any]:
+        if not hasattr(self, "rng"):
+            raise RuntimeError("LocallyShuffleData: call reset_state() before iterating")
+        buf: list[Any] = []
+        for dp in self.ds:
+            if len(buf) < self.buffer_size:
+                buf.append(dp)
+                continue
+            i = self.rng.randint(len(buf))
+            yield buf[i]
+            buf[i] = dp
+        self.rng.shuffle(buf)
+        yield from buf
+
+
+class ConcatData(DataFlow):
+    """Yield all datapoints of the first dataflow, then of the second, and so on."""
+
+    def __init__(self, df_lists: Sequence[DataFlow]) -> None:
+        self.df_lists = list(df_lists)
+
+    def reset_state(self) -> None:
+        for d in self.df_lists:
+            d.reset_state()
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.df_lists)
+
+    def __iter__(self) -> Iterator[Any]:
+        for d in self.df_lists:
+            yield from d
+
+
+class JoinData(DataFlow):
+    """Join several dataflows component-wise: list datapoints are concatenated, dict datapoints merged.
+
+    All inputs must have the same length (checked when the lengths are known); iteration stops
+    with an error if one input ends before the others.
+    """
+
+    def __init__(self, df_lists: Sequence[DataFlow]) -> None:
+        self.df_lists = list(df_lists)
+        if not self.df_lists:
+            raise ValueError("JoinData needs at least one dataflow")
+        try:
+            lengths = [len(d) for d in self.df_lists]
+        except NotImplementedError:
+            return
+        if len(set(lengths)) > 1:
+            raise ValueError(f"JoinData: the dataflows have different lengths {lengths}")
+
+    def reset_state(self) -> None:
+        for d in self.df_lists:
+            d.reset_state()
+
+    def __len__(self) -> int:
+        return min(len(d) for d in self.df_lists)
+
+    def __iter__(self) -> Iterator[Any]:
+        its = [iter(d) for d in self.df_lists]
+        while True:
+            dps = []
+            for k, it in enumerate(its):
+                try:
+                    dps.append(next(it))
+                except StopIteration:
+                    if k == 0 and self._all_done(its[1:]):
+                        return
+                    raise RuntimeError(f"JoinData: dataflow {k} ended before the others") from None
+            if isinstance(dps[0], dict):
+                merged: dict = {}
+                for dp in dps:
+                    merged.update(dp)
+                yield merged
+            else:
+                yield [c for dp in dps for c in dp]
+
+    @staticmethod
+    def _all_done(its: list[Iterator[Any]]) -> bool:
+        for it in its:
+            try:
+                next(it)
+            except StopIteration:
+                continue
+            return False
+        return True

@@ -1,0 +1,50 @@
+"""MapData and MapDataComponent: apply a function to every datapoint (or one component)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .base import DataFlow, ProxyDataFlow
+
+__all__ = ["MapData", "MapDataComponent"]
+
+
+class MapData(ProxyDataFlow):
+    """Yield ``func(dp)`` for every datapoint; a ``None`` result drops the datapoint.
+
+    The length is the input's, which is only an upper bound when ``func`` may return ``None``.
+    """
+
+    def __init__(self, ds: DataFlow, func: Callable[[Any], Any]) -> None:
+        super().__init__(ds)
+        self.func = func
+
+    def __iter__(self) -> Iterator[Any]:
+        for dp in self.ds:
+            out = self.func(dp)
+            if out is not None:
+                yield out
+
+
+class MapDataComponent(MapData):
+    """Replace component ``index`` (a list index or dict key) with ``func(component)``; ``None`` drops it.
+
+    The input datapoint is not modified: a shallow copy is yielded.
+    """
+
+    def __init__(self, ds: DataFlow, func: Callable[[Any], Any], index: int | str = 0) -> None:
+        self.component_func = func
+        self.index = index
+        super().__init__(ds, self._apply)
+
+    def _apply(self, dp: Any) -> Any:
+        value = self.component_func(dp[self.index])
+        if value is None:
+            return None
+        if isinstance(dp, dict):
+            out = dict(dp)
+        else:
+            out = list(dp)
+        out[self.index] = value
+        return tuple(out) if isinstance(dp, tuple) else out

@@ -1,0 +1,290 @@
+"""Parallel map: MultiProcessMapDataZMQ (processes over ZMQ) and MultiThreadMapData (threads)."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import zmq
+
+from .base import DataFlow, DataFlowReentrantGuard, ProxyDataFlow
+from .process import ParentWatch
+from .wire import ControlMessage, decode, encode, encode_control
+from .workers import (
+    WorkerGroup,
+    ipc_address,
+    recv_from_workers,
+    report_worker_error,
+    worker_recv,
+    worker_send,
+)
+
+__all__ = ["MultiProcessMapDataZMQ", "MultiThreadMapData"]
+
+
+def _none_result(strict: bool) -> None:
+    if strict:
+        raise ValueError(
+            "map_func returned None, which is not allowed with strict=True "
+            "(every datapoint must be mapped exactly once)"
+        )
+
+
+def _epoch_length(ds: DataFlow) -> int | None:
+    try:
+        return len(ds)
+    except NotImplementedError:
+        return None
+
+
+def _forever(ds: DataFlow) -> Iterator[Any]:
+    while True:
+        empty = True
+        for dp in ds:
+            empty = False
+            yield dp
+        if empty:
+            raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
+
+
+def _map_worker(
+    watch: ParentWatch,
+    index: int,
+    map_func: Callable[[Any], Any],
+    task_addr: str,
+    result_addr: str,
+    hwm: int,
+    allow_pickle: bool,
+) -> None:
+    ctx = zmq.Context()
+    tasks = ctx.socket(zmq.PULL)
+    results = ctx.socket(zmq.PUSH)
+    for s in (tasks, results):
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.SNDHWM, hwm)
+        s.setsockopt(zmq.RCVHWM, hwm)
+    tasks.connect(task_addr)
+    results.connect(result_addr)
+    try:
+        while True:
+            dp = decode(worker_recv(tasks, watch), allow_pickle)
+            out = map_func(dp)
+            worker_send(results, encode_control("none") if out is None else encode(out, allow_pickle), watch)
+    except Exception:
+        report_worker_error(results, index)
+    finally:
+        tasks.close()
+        results.close()
+        ctx.term()
+
+
+def _shutdown(group: WorkerGroup, socks: list, ctx: zmq.Context) -> None:
+    group.stop()
+    for s in socks:
+        s.close(linger=0)
+    ctx.term()
+
+
+class MultiProcessMapDataZMQ(ProxyDataFlow):
+    """Apply ``map_func`` to the datapoints of ``ds`` in ``num_proc`` worker processes.
+
+    ``ds`` is iterated in this process; its datapoints go to the workers and the results come
+    back over IPC sockets in the wire format (so both must be arrays, numbers, strings, bytes,
+    lists, tuples or dicts, unless ``allow_pickle``). Results arrive in completion order, not
+    input order. Up to ``buffer_size`` datapoints are in flight.
+
+    With ``strict=True`` every epoch maps each input datapoint exactly once (a ``None`` result is
+    an error). Otherwise the input is repeated forever, the buffer carries over between epochs,
+    an epoch is ``len(ds)`` results, and a ``None`` result drops the datapoint.
+
+    Worker processes follow the same rules as :class:`MultiProcessRunnerZMQ` (start in
+    ``reset_state``, die with this process, errors raised here with their traceback).
+    """
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        num_proc: int,
+        map_func: Callable[[Any], Any],
+        buffer_size: int = 200,
+        strict: bool = False,
+        start_method: str | None = None,
+        allow_pickle: bool = False,
+    ) -> None:
+        super().__init__(ds)
+        if num_proc < 1 or buffer_size < 1:
+            raise ValueError("MultiProcessMapDataZMQ: num_proc and buffer_size must be >= 1")
+        if strict:
+            size = _epoch_length(ds)
+            if size is not None and buffer_size > size:
+                buffer_size = max(size, 1)
+        self.num_proc = num_proc
+        self.map_func = map_func
+        self.buffer_size = buffer_size
+        self.strict = strict
+        self.start_method = start_method
+        self.allow_pickle = allow_pickle
+        self._guard = DataFlowReentrantGuard()
+        self._group: WorkerGroup | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._inflight = 0
+        self._source: Iterator[Any] | None = None
+
+    def reset_state(self) -> None:
+        if self._group is not None:
+            raise RuntimeError("MultiProcessMapDataZMQ.reset_state() was already called")
+        self.ds.reset_state()
+        hwm = self.buffer_size + 10
+        self._ctx = zmq.Context()
+        self._tasks = self._ctx.socket(zmq.PUSH)
+        self._results = self._ctx.socket(zmq.PULL)
+        for s in (self._tasks, self._results):
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDHWM, hwm)
+            s.setsockopt(zmq.RCVHWM, hwm)
+        task_addr, result_addr = ipc_address("map-task"), ipc_address("map-result")
+        self._tasks.bind(task_addr)
+        self._results.bind(result_addr)
+        args = (self.map_func, task_addr, result_addr, hwm, self.allow_pickle)
+        self._group = WorkerGroup(
+            _map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method
+        )
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._group, [self._tasks, self._results], self._ctx
+        )
+        self._group.start()
+        self._poller = zmq.Poller()
+        self._poller.register(self._results, zmq.POLLIN)
+        self._group.register(self._poller)
+
+    def _send(self, dp: Any) -> None:
+        frames = encode(dp, self.allow_pickle)
+        while not self._tasks.poll(200, zmq.POLLOUT):
+            for i, p in enumerate(self._group.procs):
+                if p.exitcode is not None:
+                    raise self._group.died_error(i)
+        self._tasks.send_multipart(frames, copy=False)
+        self._inflight += 1
+
+    def _recv(self) -> Any:
+        msg = recv_from_workers(self._results, self._group, self._poller, self.allow_pickle)
+        self._inflight -= 1
+        return msg
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._group is None:
+            raise RuntimeError("MultiProcessMapDataZMQ: call reset_state() before iterating")
+        with self._guard:
+            yield from (self._iter_strict() if self.strict else self._iter_loose())
+
+    def _iter_strict(self) -> Iterator[Any]:
+        while self._inflight:  # results of an epoch that the caller abandoned
+            self._recv()
+        source = iter(self.ds)
+        more = True
+        while True:
+            while more and self._inflight < self.buffer_size:
+                try:
+                    dp = next(source)
+                except StopIteration:
+                    more = False
+                    break
+                self._send(dp)
+            if not self._inflight:
+                return
+            out = self._recv()
+            if isinstance(out, ControlMessage):
+                _none_result(True)
+            yield out
+
+    def _iter_loose(self) -> Iterator[Any]:
+        if self._source is None:
+            self._source = _forever(self.ds)
+        size = _epoch_length(self.ds)
+        produced = 0
+        while size is None or produced < size:
+            while self._inflight < self.buffer_size:
+                self._send(next(self._source))
+            out = self._recv()
+            if isinstance(out, ControlMessage):
+                continue
+            produced += 1
+            yield out
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (empty before ``reset_state``)."""
+        return self._group.pids if self._group is not None else []
+
+    def close(self) -> None:
+        """Stop and reap the workers and release the sockets."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> MultiProcessMapDataZMQ:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MultiThreadMapData(ProxyDataFlow):
+    """Apply ``map_func`` to the datapoints of ``ds`` in ``num_thread`` threads, keeping input order.
+
+    Up to ``buffer_size`` datapoints are mapped ahead. Each epoch maps every input datapoint once;
+    a ``None`` result drops the datapoint, or raises with ``strict=True``. Threads suit functions
+    that release the GIL (I/O, image decoding in C); use :class:`MultiProcessMapDataZMQ` otherwise.
+    """
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        num_thread: int,
+        map_func: Callable[[Any], Any],
+        buffer_size: int = 200,
+        strict: bool = False,
+    ) -> None:
+        super().__init__(ds)
+        if num_thread < 1 or buffer_size < 1:
+            raise ValueError("MultiThreadMapData: num_thread and buffer_size must be >= 1")
+        self.num_thread = num_thread
+        self.map_func = map_func
+        self.buffer_size = buffer_size
+        self.strict = strict
+        self._pool: ThreadPoolExecutor | None = None
+        self._guard = DataFlowReentrantGuard()
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.num_thread, thread_name_prefix="MultiThreadMapData")
+            self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=True, cancel_futures=True)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._pool is None:
+            raise RuntimeError("MultiThreadMapData: call reset_state() before iterating")
+        with self._guard:
+            pending: deque[Future] = deque()
+            try:
+                for dp in itertools.chain(self.ds, [None]):
+                    if dp is not None:
+                        pending.append(self._pool.submit(self.map_func, dp))
+                    while pending and (len(pending) >= self.buffer_size or dp is None):
+                        out = pending.popleft().result()
+                        if out is None:
+                            _none_result(self.strict)
+                            continue
+                        yield out
+            finally:
+                for f in pending:
+                    f.cancel()
+
+    def close(self) -> None:
+        """Shut the thread pool down (waiting for running calls)."""
+        if self._pool is not None:
+            self._finalizer()
+            self._pool = None

@@ -1,0 +1,122 @@
+"""Process hygiene for dataflow workers: death signal, parent liveness, SIGINT masking, clean shutdown.
+
+Start method: workers are forked by default, because dataflows routinely hold lambdas,
+generators and open files that cannot be pickled. Forking a process that runs other threads
+(TensorFlow's thread pools above all) can deadlock the child, so when TensorFlow or PyTorch is
+already imported the default becomes ``spawn``, which needs a picklable dataflow. Pass
+``start_method`` (or set ``TOWERPACK_DATAFLOW_START_METHOD``) to choose explicitly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ParentWatch",
+    "enable_death_signal",
+    "get_mp_context",
+    "mask_sigint",
+    "stop_processes",
+]
+
+_PR_SET_PDEATHSIG = 1
+START_METHOD_VAR = "TOWERPACK_DATAFLOW_START_METHOD"
+_THREADED_FRAMEWORKS = ("tensorflow", "torch")
+
+
+def enable_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux only).
+
+    Note the kernel tracks the parent *thread*: start workers from a thread that outlives them.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class ParentWatch:
+    """Remembers the parent's pid at start; ``alive()`` turns false once the parent is gone."""
+
+    def __init__(self, parent_pid: int) -> None:
+        self.parent_pid = parent_pid
+
+    def alive(self) -> bool:
+        return os.getppid() == self.parent_pid
+
+
+def worker_prologue(parent_pid: int) -> ParentWatch:
+    """First thing every worker runs: die with the parent, ignore Ctrl-C (the parent handles it)."""
+    enable_death_signal()
+    watch = ParentWatch(parent_pid)
+    if not watch.alive():  # the parent died before the death signal was armed
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent may have a handler of its own
+    return watch
+
+
+@contextlib.contextmanager
+def mask_sigint() -> Iterator[None]:
+    """Ignore SIGINT while starting workers so that a Ctrl-C reaches only the parent."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def get_mp_context(start_method: str | None = None) -> mp.context.BaseContext:
+    """The multiprocessing context for workers (see the module docstring for the default)."""
+    method = start_method or os.environ.get(START_METHOD_VAR)
+    if not method:
+        threaded = [m for m in _THREADED_FRAMEWORKS if m in sys.modules]
+        method = "spawn" if threaded else "fork"
+    return mp.get_context(method)
+
+
+def stop_processes(procs: list, timeout: float = 3.0) -> None:
+    """Terminate, then kill, then reap ``multiprocessing`` processes so that no zombie remains."""
+    for p in procs:
+        if p.pid is not None and p.exitcode is None:
+            with contextlib.suppress(OSError):
+                p.terminate()
+    for p in procs:
+        if p.pid is None:
+            continue
+        p.join(timeout)
+        if p.exitcode is None:
+            with contextlib.suppress(OSError):
+                p.kill()
+            p.join(timeout)
+        if p.exitcode is None:
+            logger.error("dataflow worker %d did not exit after SIGKILL", p.pid)
+            continue
+        p.close()
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "is still running"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"

@@ -1,0 +1,290 @@
+"""DataServer: serve a dataflow to many consumers with credit-based, fair, loss-free delivery.
+
+Each consumer (:class:`RemoteDataZMQ`) announces a window and acknowledges what it receives.
+The server round-robins over consumers that have credit, so a slow consumer only slows
+itself; it keeps every sent-but-unacknowledged datapoint and gives those to other consumers
+when their consumer disconnects, so a dead consumer strands nothing. Messages from clients are
+validated; anything malformed is logged and ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from .base import DataFlow
+from .security import apply_server_keys
+from .wire import ControlMessage, WireFormatError, WireLimits, decode_message, encode, encode_control
+
+__all__ = ["DataServer", "ServerError", "send_dataflow_zmq"]
+
+logger = logging.getLogger(__name__)
+
+#: Consumers are probed this long after a disconnect is seen, and every PROBE_PERIOD_S anyway.
+PROBE_DELAYS_S = (0.05, 0.3, 1.5)
+PROBE_PERIOD_S = 5.0
+#: Largest window one consumer may ask for.
+MAX_WINDOW = 1000
+#: Client messages are small control messages; anything bigger closes that connection.
+MAX_CLIENT_MESSAGE = 64 * 1024
+CLIENT_LIMITS = WireLimits(max_frames=0, max_header_bytes=4096, max_depth=2, max_nodes=16)
+
+
+class ServerError(RuntimeError):
+    """The server cannot start (address in use, bad keys)."""
+
+
+@dataclass
+class _Peer:
+    credit: int = 0
+    unacked: deque = field(default_factory=deque)
+
+
+def _forever(df: DataFlow) -> Iterator[Any]:
+    while True:
+        empty = True
+        for dp in df:
+            empty = False
+            yield dp
+        if empty:
+            raise RuntimeError(f"the dataflow {type(df).__name__} produced no datapoints in an epoch")
+
+
+class DataServer:
+    """Serve ``df`` (repeated forever) on a ROUTER socket to :class:`RemoteDataZMQ` consumers.
+
+    Args:
+        df: the dataflow; ``reset_state`` is called by :meth:`serve`.
+        addr: endpoint to bind (or connect, with ``bind=False``).
+        hwm: the most datapoints in flight to one consumer (a consumer's own window may be smaller).
+        curve_secret_key: the server's ``.key_secret`` file: enables CURVE encryption.
+        curve_authorized: directory of client public keys allowed in (default: any client).
+        allow_pickle: let datapoints that are not arrays/numbers/strings travel pickled.
+        report: called with a status line whenever the number of consumers changes.
+    """
+
+    def __init__(
+        self,
+        df: DataFlow,
+        addr: str,
+        bind: bool = True,
+        hwm: int = MAX_WINDOW,
+        *,
+        curve_secret_key: Any = None,
+        curve_authorized: Any = None,
+        allow_pickle: bool = False,
+        report=None,
+    ) -> None:
+        if curve_authorized is not None and curve_secret_key is None:
+            raise ValueError("curve_authorized needs curve_secret_key (the server's own key)")
+        self.df = df
+        self.addr = addr
+        self.bind = bind
+        self.hwm = min(max(int(hwm), 1), MAX_WINDOW)
+        self.curve_secret_key = curve_secret_key
+        self.curve_authorized = curve_authorized
+        self.allow_pickle = allow_pickle
+        self.report = report or (lambda line: logger.info("%s", line))
+        self.peers: dict[bytes, _Peer] = {}
+        self.sent = 0
+        self.malformed = 0
+        self._order: deque[bytes] = deque()
+        self._pending: deque[list] = deque()
+        self._probe_at: list[float] = []
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def _say_count(self) -> None:
+        self.report(f"consumers connected: {len(self.peers)}")
+
+    def _drop_peer(self, ident: bytes) -> None:
+        peer = self.peers.pop(ident, None)
+        if peer is None:
+            return
+        self._order.remove(ident)
+        # Whatever the consumer had not acknowledged goes to the others, oldest first.
+        self._pending.extendleft(reversed(peer.unacked))
+        self._say_count()
+
+    def _on_message(self, frames: list) -> None:
+        ident = frames[0].bytes
+        try:
+            msg = decode_message(frames[1:], limits=CLIENT_LIMITS)
+            if not isinstance(msg, ControlMessage) or msg.kind != "credit":
+                raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
+            ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
+            if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
+                raise WireFormatError(f"bad acknowledgement count {ack!r}")
+            if window is not None and (
+                isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
+            ):
+                raise WireFormatError(f"bad window {window!r}")
+        except WireFormatError as e:
+            self.malformed += 1
+            if self.malformed <= 10 or self.malformed % 100 == 0:
+                logger.warning("ignored malformed message #%d from a client: %s", self.malformed, e)
+            return
+        peer = self.peers.get(ident)
+        if peer is None:
+            if window is None:  # acknowledgements from a consumer this server never saw
+                return
+            peer = self.peers[ident] = _Peer()
+            self._order.append(ident)
+            self.report(f"serving on {self.addr}" + (" (CURVE)" if self.auth is not None else ""))
+            self._say_count()
+        for _ in range(min(ack, len(peer.unacked))):
+            peer.unacked.popleft()
+        if window is not None:
+            peer.credit = max(0, min(window, self.hwm) - len(peer.unacked))
+        else:
+            peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
+
+    def _probe(self) -> None:
+        ping = encode_control("ping")
+        for ident in list(self.peers):
+            try:
+                self.sock.send_multipart([ident, *ping], flags=zmq.NOBLOCK)
+            except zmq.ZMQError as e:
+                if e.errno == zmq.EHOSTUNREACH:
+                    self._drop_peer(ident)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _next_message(self) -> list:
+        if self._pending:
+            return self._pending.popleft()
+        return encode(next(self._source), self.allow_pickle)
+
+    def _next_ready(self, blocked: set[bytes]) -> bytes | None:
+        """The next consumer in round-robin order that has credit (moved to the back), or None."""
+        order = self._order
+        for _ in range(len(order)):
+            ident = order[0]
+            order.rotate(-1)
+            if self.peers[ident].credit > 0 and ident not in blocked:
+                return ident
+        return None
+
+    def _send_some(self, budget: int) -> int:
+        """Send up to ``budget`` datapoints round-robin to consumers with credit; return how many."""
+        done = 0
+        blocked: set[bytes] = set()
+        sock = self.sock
+        while done < budget:
+            ident = self._next_ready(blocked)
+            if ident is None:
+                break
+            msg = self._next_message()
+            try:
+                sock.send(ident, zmq.SNDMORE | zmq.NOBLOCK)
+            except zmq.ZMQError as e:
+                self._pending.appendleft(msg)
+                if e.errno == zmq.EHOSTUNREACH:
+                    self._drop_peer(ident)
+                elif e.errno == zmq.EAGAIN:
+                    blocked.add(ident)
+                else:
+                    raise
+                continue
+            # Once the routing frame is accepted, the rest of the message cannot fail.
+            sock.send_multipart(msg, copy=False)
+            peer = self.peers[ident]
+            peer.credit -= 1
+            peer.unacked.append(msg)
+            self.sent += 1
+            done += 1
+        return done
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.SNDHWM, self.hwm + 16)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_CLIENT_MESSAGE)
+        if self.curve_secret_key is not None:
+            try:
+                self.auth = apply_server_keys(
+                    self.ctx, self.sock, self.curve_secret_key, self.curve_authorized
+                )
+            except (OSError, ValueError) as e:
+                raise ServerError(f"CURVE setup failed: {e}") from None
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        try:
+            if self.bind:
+                self.sock.bind(self.addr)
+            else:
+                self.sock.connect(self.addr)
+        except zmq.ZMQError as e:
+            raise ServerError(f"cannot {'bind' if self.bind else 'connect'} {self.addr}: {e}") from None
+
+    def _close(self) -> None:
+        if getattr(self, "monitor", None) is not None:
+            self.sock.disable_monitor()
+            self.monitor.close(linger=0)
+        if getattr(self, "sock", None) is not None:
+            self.sock.close(linger=0)
+        if getattr(self, "auth", None) is not None:
+            self.auth.stop()
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.term()
+        close = getattr(self.df, "close", None)
+        if callable(close):
+            close()
+
+    def serve(self, max_datapoints: int | None = None, duration: float | None = None) -> int:
+        """Serve until interrupted (or ``max_datapoints`` sent, or ``duration`` seconds); return the count."""
+        self.df.reset_state()  # before any thread exists: it may fork workers
+        self._source = _forever(self.df)
+        self.sock = self.monitor = self.auth = self.ctx = None
+        try:
+            self._open()
+            poller = zmq.Poller()
+            poller.register(self.sock, zmq.POLLIN)
+            poller.register(self.monitor, zmq.POLLIN)
+            end = None if duration is None else time.monotonic() + duration
+            next_probe = time.monotonic() + PROBE_PERIOD_S
+            self.report(f"serving on {self.addr}" + (" (CURVE)" if self.auth is not None else ""))
+            self._say_count()
+            while max_datapoints is None or self.sent < max_datapoints:
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    break
+                can_send = any(p.credit > 0 for p in self.peers.values())
+                events = dict(poller.poll(0 if can_send else 100))
+                while events.get(self.sock):
+                    self._on_message(self.sock.recv_multipart(copy=False))
+                    if not self.sock.poll(0, zmq.POLLIN):
+                        break
+                if events.get(self.monitor):
+                    while self.monitor.poll(0, zmq.POLLIN):
+                        recv_monitor_message(self.monitor)
+                    self._probe_at = [now + d for d in PROBE_DELAYS_S]
+                if (self._probe_at and now >= self._probe_at[0]) or now >= next_probe:
+                    if self._probe_at and now >= self._probe_at[0]:
+                        self._probe_at.pop(0)
+                    else:
+                        next_probe = now + PROBE_PERIOD_S
+                    self._probe()
+                budget = 32 if max_datapoints is None else min(32, max_datapoints - self.sent)
+                self._send_some(budget)
+        finally:
+            self._close()
+        return self.sent
+
+
+def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, bind: bool = False, **kwargs: Any) -> None:
+    """Serve ``df`` forever to :class:`RemoteDataZMQ` consumers (connecting to ``addr`` by default).
+
+    A thin wrapper over :class:`DataServer`; ``kwargs`` go to it (CURVE keys, ``allow_pickle``).
+    """
+    DataServer(df, addr, bind=bind, hwm=hwm, **kwargs).serve()

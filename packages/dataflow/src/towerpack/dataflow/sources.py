@@ -1,0 +1,112 @@
+"""Dataflows that produce datapoints: from a list, from a generator, or fake arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import DataFlow, LengthUnknownError, RNGDataFlow
+
+__all__ = ["DataFromGenerator", "DataFromList", "FakeData"]
+
+
+class DataFromList(RNGDataFlow):
+    """Yield the items of a list, shuffled each epoch when ``shuffle`` is true."""
+
+    def __init__(self, lst: Sequence[Any], shuffle: bool = True) -> None:
+        self.lst = lst
+        self.shuffle = shuffle
+
+    def __len__(self) -> int:
+        return len(self.lst)
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.shuffle:
+            yield from self.lst
+            return
+        if not hasattr(self, "rng"):
+            raise RuntimeError("DataFromList(shuffle=True): call reset_state() before iterating")
+        for i in self.rng.permutation(len(self.lst)):
+            yield self.lst[i]
+
+
+class DataFromGenerator(DataFlow):
+    """Yield from a generator function (called once per epoch) or a generator object (one epoch only)."""
+
+    def __init__(self, gen: Callable[[], Iterable[Any]] | Iterable[Any], size: int | None = None) -> None:
+        self._gen = gen
+        self._size = size
+        self._used = False
+
+    def __len__(self) -> int:
+        if self._size is None:
+            raise LengthUnknownError("DataFromGenerator has no size; pass size=")
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        if callable(self._gen):
+            yield from self._gen()
+            return
+        if self._used:
+            raise RuntimeError(
+                "DataFromGenerator over a generator object can be iterated only once; "
+                "pass a generator function to iterate several epochs"
+            )
+        self._used = True
+        yield from self._gen
+
+
+class FakeData(RNGDataFlow):
+    """Datapoints of arrays with the given shapes, for tests and benchmarks.
+
+    Args:
+        shapes: one shape per component.
+        size: datapoints per epoch.
+        random: draw new values for every datapoint; when false, the same arrays are yielded
+            every time (cheapest, for measuring transport).
+        dtype: one dtype for all components, or one per component.
+        domain: ``(low, high)`` range of the values.
+    """
+
+    def __init__(
+        self,
+        shapes: Sequence[Sequence[int]],
+        size: int = 1000,
+        random: bool = True,
+        dtype: Any = "float32",
+        domain: tuple[float, float] = (0, 1),
+    ) -> None:
+        self.shapes = [tuple(int(d) for d in s) for s in shapes]
+        self.size = int(size)
+        self.random = random
+        dtypes = dtype if isinstance(dtype, (list, tuple)) else [dtype] * len(self.shapes)
+        if len(dtypes) != len(self.shapes):
+            raise ValueError(f"FakeData: {len(dtypes)} dtypes given for {len(self.shapes)} shapes")
+        self.dtypes = [np.dtype(d) for d in dtypes]
+        self.domain = domain
+        self._fixed: list[np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _make(self) -> list[np.ndarray]:
+        low, high = self.domain
+        out = []
+        for shape, dt in zip(self.shapes, self.dtypes, strict=True):
+            if dt.kind in "iu":
+                out.append(self.rng.randint(int(low), max(int(high), int(low) + 1), size=shape).astype(dt))
+            elif dt.kind == "b":
+                out.append(self.rng.rand(*shape) > 0.5)
+            else:
+                out.append((self.rng.rand(*shape) * (high - low) + low).astype(dt))
+        return out
+
+    def __iter__(self) -> Iterator[list[np.ndarray]]:
+        if not hasattr(self, "rng"):
+            self.reset_state()
+        if not self.random and self._fixed is None:
+            self._fixed = self._make()
+        for _ in range(self.size):
+            yield list(self._fixed) if self._fixed is not None else self._make()

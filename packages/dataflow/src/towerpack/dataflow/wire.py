@@ -1,0 +1,353 @@
+"""The wire format: one msgpack header frame plus one frame per array, validated before use.
+
+A message is ``[header, frame_0, frame_1, ...]``. The header is a msgpack map
+``{"v": 1, "k": kind, ...}``. For a datapoint (kind ``"dp"``) it holds ``"s"``, a tree that
+describes the datapoint's structure; arrays appear in the tree as ``["a", dtype, shape]`` and
+consume the following frames in order. Other kinds are control messages (worker errors, pings,
+credits) that carry only a header.
+
+Receiving never copies array data: arrays are ``np.frombuffer`` views of the received
+frames. Every header is checked (allowed dtypes, ``prod(shape) * itemsize`` equal to the frame
+length, bounded counts, sizes and nesting) before any frame is touched; any violation raises
+:class:`WireFormatError`. Pickle is used only where both sides pass ``allow_pickle=True``.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+__all__ = [
+    "ALLOWED_DTYPES",
+    "ControlMessage",
+    "WireFormatError",
+    "WireLimits",
+    "decode",
+    "decode_message",
+    "encode",
+    "encode_control",
+    "recv_datapoint",
+    "send_datapoint",
+]
+
+VERSION = 1
+
+#: dtype strings accepted on the wire (little-endian numeric types and bool).
+ALLOWED_DTYPES = frozenset(
+    np.dtype(t).newbyteorder("<").str
+    for t in (
+        "bool",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+)
+
+
+_DTYPES = {s: np.dtype(s) for s in ALLOWED_DTYPES}
+
+
+class WireFormatError(ValueError):
+    """A message that does not follow the wire format (or cannot be encoded in it)."""
+
+
+@dataclass(frozen=True)
+class WireLimits:
+    """Upper bounds enforced on every received message."""
+
+    max_frames: int = 1024
+    max_header_bytes: int = 1 << 20
+    max_depth: int = 16
+    max_nodes: int = 100_000
+    max_ndim: int = 32
+    max_array_bytes: int = 1 << 34
+
+
+DEFAULT_LIMITS = WireLimits()
+
+
+@dataclass(frozen=True)
+class ControlMessage:
+    """A message that is not a datapoint: ``kind`` plus the header's other fields."""
+
+    kind: str
+    fields: dict
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def _encode_node(obj: Any, frames: list, allow_pickle: bool, depth: int) -> Any:
+    if depth > DEFAULT_LIMITS.max_depth:
+        raise WireFormatError(f"datapoint nested deeper than {DEFAULT_LIMITS.max_depth} levels")
+    if type(obj) is np.ndarray and obj.flags.c_contiguous:  # the common case, kept fast
+        dstr = obj.dtype.str
+        if dstr in _DTYPES and obj.ndim:
+            frames.append(obj)
+            return ["a", dstr, list(obj.shape)]
+    if isinstance(obj, np.ndarray):
+        arr = obj
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        if arr.dtype.str not in ALLOWED_DTYPES:
+            if allow_pickle:
+                frames.append(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+                return ["p"]
+            raise WireFormatError(
+                f"arrays of dtype {obj.dtype} cannot be sent without pickle "
+                f"(allowed: numeric and bool dtypes)"
+            )
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        frames.append(arr if arr.ndim else arr.reshape(1))
+        return ["a", arr.dtype.str, list(arr.shape)]
+    if isinstance(obj, np.generic):
+        return _encode_node(np.asarray(obj), frames, allow_pickle, depth)
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**64:
+            raise WireFormatError(f"integer {obj} does not fit in 64 bits")
+        return ["v", obj]
+    if isinstance(obj, list):
+        return ["l", [_encode_node(x, frames, allow_pickle, depth + 1) for x in obj]]
+    if isinstance(obj, tuple):
+        return ["t", [_encode_node(x, frames, allow_pickle, depth + 1) for x in obj]]
+    if isinstance(obj, dict):
+        items = []
+        for k, v in obj.items():
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise WireFormatError(f"dict keys must be str or int, got {type(k).__name__}")
+            items.append([k, _encode_node(v, frames, allow_pickle, depth + 1)])
+        return ["d", items]
+    if allow_pickle:
+        frames.append(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        return ["p"]
+    raise WireFormatError(
+        f"cannot send an object of type {type(obj).__name__} without pickle; "
+        "use numpy arrays, numbers, strings, bytes, lists, tuples and dicts"
+    )
+
+
+def encode(dp: Any, allow_pickle: bool = False) -> list:
+    """Encode a datapoint as a list of frames (header bytes, then arrays as zero-copy buffers)."""
+    frames: list = []
+    tree = _encode_node(dp, frames, allow_pickle, 0)
+    header = msgpack.packb({"v": VERSION, "k": "dp", "s": tree}, use_bin_type=True)
+    return [header, *frames]
+
+
+def encode_control(kind: str, **fields: Any) -> list:
+    """Encode a control message (a single header frame)."""
+    if kind == "dp":
+        raise ValueError("'dp' is reserved for datapoints")
+    return [msgpack.packb({"v": VERSION, "k": kind, **fields}, use_bin_type=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _frame_len(frame: Any) -> int:
+    if isinstance(frame, zmq.Frame):
+        return len(frame)
+    return memoryview(frame).nbytes
+
+
+def _frame_buffer(frame: Any) -> Any:
+    return frame.buffer if isinstance(frame, zmq.Frame) else frame
+
+
+def _frame_bytes(frame: Any) -> bytes:
+    return frame.bytes if isinstance(frame, zmq.Frame) else bytes(frame)
+
+
+class _Planner:
+    """Validates a datapoint header and turns it into a plan: the structure with checked array specs.
+
+    A plan is rebuilt into a datapoint by :func:`_build`, which also checks the frame lengths. Plans
+    depend on the header alone, so they are cached by header bytes: a stream of same-shaped
+    batches pays for validation once.
+    """
+
+    def __init__(self, limits: WireLimits) -> None:
+        self.nframes = 0
+        self.nodes = 0
+        self.pickled = False
+        self.limits = limits
+        self.max_nodes, self.max_depth, self.max_ndim = limits.max_nodes, limits.max_depth, limits.max_ndim
+
+    def node(self, n: Any, depth: int) -> tuple:
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise WireFormatError(f"header has more than {self.max_nodes} nodes")
+        if depth > self.max_depth:
+            raise WireFormatError(f"header nested deeper than {self.max_depth} levels")
+        if type(n) is not list or not n:
+            raise WireFormatError(f"malformed structure node {_short(n)}")
+        tag = n[0]
+        if tag == "a" and len(n) == 3:
+            return self.array(n[1], n[2])
+        if tag == "v" and len(n) == 2:
+            if not (n[1] is None or isinstance(n[1], (bool, int, float, str, bytes))):
+                raise WireFormatError(f"malformed value node {_short(n)}")
+            return ("v", n[1])
+        if tag in ("l", "t") and len(n) == 2 and type(n[1]) is list:
+            return (tag, [self.node(c, depth + 1) for c in n[1]])
+        if tag == "d" and len(n) == 2 and type(n[1]) is list:
+            items = []
+            for item in n[1]:
+                if type(item) is not list or len(item) != 2 or type(item[0]) not in (str, int):
+                    raise WireFormatError(f"malformed dict item {_short(item)}")
+                items.append((item[0], self.node(item[1], depth + 1)))
+            return ("d", items)
+        if tag == "p" and len(n) == 1:
+            self.pickled = True
+            self.nframes += 1
+            return ("p", self.nframes)
+        raise WireFormatError(f"unknown structure node {_short(n)}")
+
+    def array(self, dtype_str: Any, shape: Any) -> tuple:
+        dtype = _DTYPES.get(dtype_str) if type(dtype_str) is str else None
+        if dtype is None:
+            raise WireFormatError(f"dtype {_short(dtype_str)} is not allowed on the wire")
+        if type(shape) is not list or len(shape) > self.max_ndim:
+            raise WireFormatError(f"malformed shape {_short(shape)}")
+        for d in shape:
+            if type(d) is not int or d < 0:  # bool is not int here
+                raise WireFormatError(f"malformed shape {_short(shape)}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > self.limits.max_array_bytes:
+            raise WireFormatError(
+                f"array of shape {shape} and dtype {dtype} declares {nbytes} bytes, "
+                f"over the limit of {self.limits.max_array_bytes}"
+            )
+        self.nframes += 1
+        return ("a", dtype, tuple(shape), nbytes, self.nframes)
+
+
+def _build(node: tuple, frames: list, allow_pickle: bool) -> Any:
+    tag = node[0]
+    if tag == "a":
+        _, dtype, shape, nbytes, index = node
+        frame = frames[index]
+        is_frame = type(frame) is zmq.Frame
+        flen = len(frame) if is_frame else _frame_len(frame)
+        if flen != nbytes:
+            raise WireFormatError(
+                f"array of shape {list(shape)} and dtype {dtype} needs {nbytes} bytes "
+                f"but its frame has {flen}"
+            )
+        if nbytes == 0:
+            return np.empty(shape, dtype)
+        return np.frombuffer(frame.buffer if is_frame else frame, dtype=dtype).reshape(shape)
+    if tag == "l":
+        return [_build(c, frames, allow_pickle) for c in node[1]]
+    if tag == "v":
+        return node[1]
+    if tag == "t":
+        return tuple(_build(c, frames, allow_pickle) for c in node[1])
+    if tag == "d":
+        return {k: _build(c, frames, allow_pickle) for k, c in node[1]}
+    if not allow_pickle:
+        raise WireFormatError(
+            "message contains a pickled object but pickle is not enabled "
+            "(pass allow_pickle=True on both ends to allow it)"
+        )
+    return pickle.loads(_frame_bytes(frames[node[1]]))
+
+
+#: Plans of headers validated under DEFAULT_LIMITS, by header bytes.
+_PLANS: dict[bytes, tuple[tuple, int]] = {}
+_MAX_PLANS = 256
+
+
+def _short(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
+    """Decode a received message: a datapoint, or a :class:`ControlMessage` for other kinds.
+
+    ``frames`` are ``zmq.Frame`` objects (from ``recv_multipart(copy=False)``) or bytes-like.
+    Raises :class:`WireFormatError` for anything malformed.
+    """
+    if not frames:
+        raise WireFormatError("empty message")
+    if len(frames) > limits.max_frames + 1:
+        raise WireFormatError(f"message has {len(frames)} frames, over the limit of {limits.max_frames}")
+    if _frame_len(frames[0]) > limits.max_header_bytes:
+        raise WireFormatError(
+            f"header of {_frame_len(frames[0])} bytes is over the limit of {limits.max_header_bytes}"
+        )
+    raw = _frame_bytes(frames[0])
+    plan = _PLANS.get(raw) if limits is DEFAULT_LIMITS else None
+    if plan is not None:  # a header seen before: already validated
+        return _build_checked(plan, frames, allow_pickle)
+    try:
+        header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except Exception as e:  # msgpack raises several unrelated types for bad input
+        raise WireFormatError(f"header is not valid msgpack ({type(e).__name__}: {e})") from None
+    if not isinstance(header, dict) or header.get("v") != VERSION or not isinstance(header.get("k"), str):
+        raise WireFormatError(f"header is not a version-{VERSION} message header: {_short(header)}")
+    kind = header["k"]
+    if kind != "dp":
+        if len(frames) != 1:
+            raise WireFormatError(f"control message {kind!r} must have one frame, got {len(frames)}")
+        return ControlMessage(kind, {k: v for k, v in header.items() if k not in ("v", "k")})
+    if "s" not in header:
+        raise WireFormatError("datapoint header has no structure")
+    planner = _Planner(limits)
+    plan = (planner.node(header["s"], 0), planner.nframes)
+    if not planner.pickled and limits is DEFAULT_LIMITS:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[raw] = plan
+    return _build_checked(plan, frames, allow_pickle)
+
+
+def _build_checked(plan: tuple[tuple, int], frames: list, allow_pickle: bool) -> Any:
+    root, nframes = plan
+    if nframes != len(frames) - 1:
+        raise WireFormatError(f"message has {len(frames) - 1} data frames but its header uses {nframes}")
+    return _build(root, frames, allow_pickle)
+
+
+def decode(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
+    """Decode a datapoint message; raises :class:`WireFormatError` for control messages too."""
+    out = decode_message(frames, allow_pickle, limits)
+    if isinstance(out, ControlMessage):
+        raise WireFormatError(f"expected a datapoint, got a {out.kind!r} control message")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Socket helpers
+
+
+def send_datapoint(socket: zmq.Socket, dp: Any, flags: int = 0, allow_pickle: bool = False) -> None:
+    """Send one datapoint as a multipart message without copying its arrays."""
+    socket.send_multipart(encode(dp, allow_pickle), flags=flags, copy=False)
+
+
+def recv_datapoint(
+    socket: zmq.Socket, flags: int = 0, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS
+) -> Any:
+    """Receive one datapoint; its arrays are views of the received frames."""
+    return decode(socket.recv_multipart(flags=flags, copy=False), allow_pickle, limits)

@@ -1,0 +1,175 @@
+"""A group of worker processes that talk to their parent over ZMQ, with death detection.
+
+The parent polls its sockets together with every worker's process sentinel, so a worker that
+dies (even by SIGKILL) is noticed at once and reported as :class:`DataFlowWorkerError`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing.util  # noqa: F401 (registers its exit hook now, so that ours runs first)
+import os
+import pickle
+import traceback
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import zmq
+
+from .base import DataFlowTerminated
+from .process import ParentWatch, describe_exit, get_mp_context, mask_sigint, stop_processes, worker_prologue
+from .wire import ControlMessage, decode_message, encode_control
+
+__all__ = ["DataFlowWorkerError", "WorkerGroup", "ipc_address", "worker_recv", "worker_send"]
+
+#: How often a blocked worker checks that its parent is still alive (ms).
+LIVENESS_POLL_MS = 500
+
+
+class DataFlowWorkerError(RuntimeError):
+    """A dataflow worker process raised an exception or died; the message holds its traceback."""
+
+
+def ipc_address(name: str) -> str:
+    """A fresh IPC endpoint in Linux's abstract namespace (no file to clean up, no NFS issues)."""
+    return f"ipc://@towerpack-{name}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def worker_send(sock: zmq.Socket, frames: list, watch: ParentWatch) -> None:
+    """Send without copying; while the parent is not reading, keep checking that it is alive."""
+    # Checking EVENTS first is cheaper than a poll, and than a failed non-blocking send.
+    while not sock.get(zmq.EVENTS) & zmq.POLLOUT and not sock.poll(LIVENESS_POLL_MS, zmq.POLLOUT):
+        if not watch.alive():
+            os._exit(0)
+    sock.send_multipart(frames, copy=False)
+
+
+def worker_recv(sock: zmq.Socket, watch: ParentWatch) -> list:
+    """Receive frames; exit quietly if the parent disappears while waiting."""
+    while not sock.poll(LIVENESS_POLL_MS, zmq.POLLIN):
+        if not watch.alive():
+            os._exit(0)
+    return sock.recv_multipart(copy=False)
+
+
+def report_worker_error(sock: zmq.Socket, index: int) -> None:
+    """Ship the current exception's traceback to the parent (as text: no pickle on the socket)."""
+    text = traceback.format_exc()
+    with contextlib.suppress(zmq.ZMQError):
+        sock.send_multipart(encode_control("err", worker=index, pid=os.getpid(), tb=text))
+    sock.setsockopt(zmq.LINGER, 2000)  # let the report reach the parent before the context closes
+
+
+_live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
+
+
+def _stop_live_groups() -> None:
+    for group in list(_live_groups):
+        group.stop()
+
+
+def _bootstrap(target: Callable[..., None], parent_pid: int, index: int, args: tuple) -> None:
+    watch = worker_prologue(parent_pid)
+    target(watch, index, *args)
+
+
+class WorkerGroup:
+    """Start ``len(args_list)`` processes running ``target(watch, index, *args)``; stop and reap them."""
+
+    def __init__(
+        self,
+        target: Callable[..., None],
+        args_list: Sequence[tuple],
+        name: str,
+        start_method: str | None = None,
+    ) -> None:
+        self.name = name
+        ctx = get_mp_context(start_method)
+        self.start_method = ctx.get_start_method()
+        parent = os.getpid()
+        self.procs = [
+            ctx.Process(target=_bootstrap, args=(target, parent, i, args), name=f"{name}-{i}")
+            for i, args in enumerate(args_list)
+        ]
+        self.sentinels: dict[int, int] = {}
+        self.stopped = False
+
+    def start(self) -> None:
+        # multiprocessing joins its children at exit; ours must be stopped before that, so this
+        # hook is (re-)registered last, and atexit runs the last registered hook first.
+        _live_groups.add(self)
+        atexit.unregister(_stop_live_groups)
+        atexit.register(_stop_live_groups)
+        with mask_sigint():
+            for i, p in enumerate(self.procs):
+                try:
+                    p.start()
+                except (pickle.PicklingError, TypeError, AttributeError) as e:
+                    if self.start_method == "fork":
+                        raise
+                    self.stop()
+                    raise RuntimeError(
+                        f"{self.name}: cannot start workers with the {self.start_method!r} start method "
+                        f"because the dataflow cannot be pickled ({e}). Forking is the default only while "
+                        "no threaded framework (TensorFlow, PyTorch) is imported: create the dataflow's "
+                        "runners before importing it, make the dataflow picklable, or pass "
+                        "start_method='fork' to accept the risk of forking a threaded process."
+                    ) from None
+                self.sentinels[p.sentinel] = i
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p.pid is not None]
+
+    def register(self, poller: zmq.Poller) -> None:
+        for fd in self.sentinels:
+            poller.register(fd, zmq.POLLIN)
+
+    def died_error(self, index: int) -> DataFlowWorkerError:
+        p = self.procs[index]
+        p.join(0.1)
+        return DataFlowWorkerError(
+            f"{self.name} worker {index} (pid {p.pid}) {describe_exit(p.exitcode)} without reporting an error"
+        )
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            stop_processes([p for p in self.procs if p.pid is not None])
+
+
+def raise_if_error(msg: Any, group_name: str) -> Any:
+    """Turn a worker's ``err`` control message into :class:`DataFlowWorkerError`; pass others through."""
+    if isinstance(msg, ControlMessage) and msg.kind == "err":
+        f = msg.fields
+        raise DataFlowWorkerError(
+            f"{group_name} worker {f.get('worker')} (pid {f.get('pid')}) raised an exception:\n{f.get('tb')}"
+        )
+    return msg
+
+
+def recv_from_workers(
+    sock: zmq.Socket, group: WorkerGroup, poller: zmq.Poller, allow_pickle: bool = False
+) -> Any:
+    """Receive one decoded message on ``sock``; raise if a worker reported an error or died."""
+    if group.stopped:
+        raise DataFlowTerminated(f"{group.name} was closed")
+    if sock.get(zmq.EVENTS) & zmq.POLLIN:  # fast path: a message is already queued
+        return raise_if_error(decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name)
+    while True:
+        events = dict(poller.poll())
+        if events.get(sock):
+            frames = sock.recv_multipart(copy=False)
+            return raise_if_error(decode_message(frames, allow_pickle), group.name)
+        for fd in events:
+            if fd in group.sentinels:
+                # The worker may have sent its error report just before exiting: give it a moment.
+                if sock.poll(200, zmq.POLLIN):
+                    while sock.poll(0, zmq.POLLIN):
+                        raise_if_error(
+                            decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name
+                        )
+                raise group.died_error(group.sentinels[fd])

@@ -1,0 +1,306 @@
+"""The Trainer: the per-process training loop, its callbacks and its sessions.
+
+Training runs ``for epoch in starting_epoch..max_epoch (inclusive): for step in
+range(steps_per_epoch): run_step()`` with callbacks around every part. A trainer is made by
+building a graph and saying what one step is: set ``train_op``, or override ``run_step``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import logger
+from .callbacks.base import Callback
+from .callbacks.group import Callbacks
+from .callbacks.monitor import MonitorBase, Monitors
+from .callbacks.steps import MaintainStepCounter
+from .compat import tf, tfv1
+from .hooked_session import HookedSession
+from .sessinit import JustCurrentSession, SessionInit, SmartInit
+
+__all__ = ["NewSessionCreator", "StopTraining", "Trainer", "default_session_config"]
+
+
+class StopTraining(BaseException):
+    """Raise from a callback or ``run_step`` to end training cleanly after the current step."""
+
+
+def default_session_config() -> tfv1.ConfigProto:
+    """Soft placement and on-demand GPU memory: what a training process usually wants."""
+    config = tfv1.ConfigProto(allow_soft_placement=True)
+    config.gpu_options.allow_growth = True
+    return config
+
+
+class NewSessionCreator(tfv1.train.SessionCreator):
+    """Creates a session and runs the variable and table initializers."""
+
+    def __init__(self, target: str = "", config: tfv1.ConfigProto | None = None):
+        self.target = target
+        self.config = config if config is not None else default_session_config()
+
+    def create_session(self):
+        init = tf.group(
+            tfv1.global_variables_initializer(),
+            tfv1.local_variables_initializer(),
+            tfv1.tables_initializer(),
+            name="towerpack_init",
+        )
+        sess = tfv1.Session(target=self.target, config=self.config)
+        sess.run(init)
+        return sess
+
+
+def _once(method):
+    """Methods of the loop that may run only once per trainer."""
+    name = method.__name__
+
+    def wrapper(self, *args, **kwargs):
+        if name in self._called:
+            raise RuntimeError(f"{type(self).__name__}.{name}() can only be called once")
+        self._called.add(name)
+        return method(self, *args, **kwargs)
+
+    wrapper.__name__ = name
+    wrapper.__doc__ = method.__doc__
+    wrapper.__qualname__ = method.__qualname__
+    return wrapper
+
+
+class Trainer:
+    """Base class of trainers.
+
+    Attributes available to callbacks:
+        sess: the plain session. hooked_sess: a MonitoredSession whose hooks are the callbacks;
+        only its runs fire ``before_run``/``after_run`` and count as a global step.
+        epoch_num: the current epoch (1-based; ``starting_epoch - 1`` before training).
+        local_step: the step within the epoch (0-based; -1 before the first step).
+        global_step: number of hooked runs so far, including those of earlier (resumed) runs.
+        steps_per_epoch, starting_epoch, max_epoch: the loop's bounds.
+        monitors: where callbacks report scalars and summaries.
+
+    Older scripts pass a TrainConfig to the constructor and call ``train()`` without arguments;
+    that goes through ``launch_train_with_config`` as well.
+    """
+
+    is_chief = True
+
+    def __init__(self, config=None):
+        self._config = None
+        if config is not None:
+            from .config import TrainConfig
+
+            if not isinstance(config, TrainConfig):
+                raise TypeError(
+                    f"{type(self).__name__}(config) takes a TrainConfig, got {type(config).__name__}"
+                )
+            self._config = config
+        self._callback_list: list[Callback] = []
+        self._callbacks: Callbacks | None = None
+        self._called: set[str] = set()
+        self.train_op = None
+        self.sess = None
+        self.hooked_sess = None
+        self.monitors = None
+        self._global_step = 0
+        self.epoch_num = 0
+        self.local_step = -1
+        self.steps_per_epoch = None
+        self.starting_epoch = 1
+        self.max_epoch = None
+
+    @property
+    def global_step(self) -> int:
+        return self._global_step
+
+    # ---- callbacks ---------------------------------------------------------------------------
+    def register_callback(self, cb) -> bool | list[bool]:
+        """Register a callback (or a list) before ``setup_callbacks``; returns whether it was kept
+        (chief-only callbacks are dropped on non-chief processes)."""
+        if isinstance(cb, (list, tuple)):
+            return [self.register_callback(c) for c in cb]
+        if not isinstance(cb, Callback):
+            raise TypeError(f"register_callback takes a Callback, got {type(cb).__name__}")
+        if self._callbacks is not None:
+            raise RuntimeError(f"cannot register {cb} after the callbacks were set up")
+        if not self.is_chief and cb.chief_only:
+            logger.info("Callback %s is chief-only and is skipped on this process", cb)
+            return False
+        self._callback_list.append(cb)
+        return True
+
+    @_once
+    def setup_callbacks(self, callbacks: list, monitors: list) -> None:
+        """Register the step counter, the callbacks and the monitors, and let them set up the graph."""
+        for name, items in (("callbacks", callbacks), ("monitors", monitors)):
+            if not isinstance(items, (list, tuple)):
+                raise TypeError(f"{name} must be a list, got {type(items).__name__}")
+        for cb in callbacks:
+            if isinstance(cb, MonitorBase):
+                raise TypeError(f"{cb} is a monitor; pass it in monitors=, not callbacks=")
+        self.register_callback(MaintainStepCounter())
+        self.register_callback(list(callbacks))
+        kept = [m for m in monitors if self.register_callback(m)]
+        self.monitors = Monitors(kept)
+        self.register_callback(self.monitors)
+        self._callbacks = Callbacks(self._callback_list)
+        self._callbacks.setup_graph(self)
+
+    # ---- session -----------------------------------------------------------------------------
+    @_once
+    def initialize(self, session_creator, session_init) -> None:
+        """Create the session and the hooked session, initialize variables, finalize the graph."""
+        if not isinstance(session_creator, tfv1.train.SessionCreator):
+            raise TypeError(
+                f"session_creator must be a tf.compat.v1.train.SessionCreator, got {session_creator!r}"
+            )
+        session_init = SmartInit(session_init)
+        if not isinstance(session_init, SessionInit):
+            raise TypeError(f"session_init must be a SessionInit, got {session_init!r}")
+        session_init._setup_graph()
+        self._before_session_creation()
+        logger.info("Creating the session ...")
+        self.sess = session_creator.create_session()
+        # Finalized before the MonitoredSession exists, so closing it does not un-finalize the graph.
+        self.sess.graph.finalize()
+        hooks = self._callbacks.get_hooks() if self._callbacks is not None else []
+        self.hooked_sess = HookedSession(self.sess, hooks)
+        if self.is_chief:
+            session_init._run_init(self.sess)
+        elif not isinstance(session_init, JustCurrentSession):
+            logger.warning("session_init runs on the chief only; this process waits for variables from it")
+        self._after_session_creation()
+
+    def _before_session_creation(self) -> None:
+        """Subclasses: last chance to add ops to the graph (it is finalized when the session exists)."""
+
+    def _after_session_creation(self) -> None:
+        """Subclasses: runs right after variables are initialized (e.g. to broadcast them); no new ops."""
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run_step(self) -> None:
+        """One training step: runs ``train_op`` through the hooked session. Override to do more."""
+        if self.train_op is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no train_op: set trainer.train_op or override run_step()"
+            )
+        self.hooked_sess.run(self.train_op)
+
+    @_once
+    def main_loop(self, steps_per_epoch: int, starting_epoch: int, max_epoch: int) -> None:
+        """Run epochs ``starting_epoch..max_epoch`` (inclusive) of ``steps_per_epoch`` steps."""
+        steps_per_epoch, starting_epoch, max_epoch = int(steps_per_epoch), int(starting_epoch), int(max_epoch)
+        if steps_per_epoch < 0 or starting_epoch < 1:
+            raise ValueError(
+                f"bad loop bounds: steps_per_epoch={steps_per_epoch}, starting_epoch={starting_epoch}"
+            )
+        self.steps_per_epoch, self.starting_epoch, self.max_epoch = steps_per_epoch, starting_epoch, max_epoch
+        self.epoch_num = starting_epoch - 1
+        self.local_step = -1
+        callbacks = self._callbacks
+        with self.sess.as_default():
+            try:
+                callbacks.before_train()
+                if self.global_step:
+                    logger.info("Starting at epoch %d, global_step %d", starting_epoch, self.global_step)
+                for self.epoch_num in range(starting_epoch, max_epoch + 1):
+                    logger.info("Start epoch %d ...", self.epoch_num)
+                    callbacks.before_epoch()
+                    start = time.perf_counter()
+                    for self.local_step in range(steps_per_epoch):
+                        if self.hooked_sess.should_stop():
+                            logger.info("The hooked session asked to stop; training ends")
+                            return
+                        self.run_step()
+                        callbacks.trigger_step()
+                    callbacks.after_epoch()
+                    logger.info(
+                        "Epoch %d (global_step %d) finished, time %.2f s",
+                        self.epoch_num,
+                        self.global_step,
+                        time.perf_counter() - start,
+                    )
+                    callbacks.trigger_epoch()
+                logger.info("Training has finished")
+            except StopTraining as e:
+                logger.info("Training was stopped by StopTraining%s", f": {e}" if str(e) else "")
+            except tf.errors.OutOfRangeError:
+                logger.info("Training stopped: the input is exhausted")
+            except KeyboardInterrupt:
+                logger.info("Interrupted (Ctrl-C); cleaning up")
+                raise
+            except Exception as e:
+                where = (
+                    f"epoch {self.epoch_num}, local_step {self.local_step}, global_step {self.global_step}"
+                )
+                logger.error("Training failed at %s: %s: %s", where, type(e).__name__, e)
+                e.add_note(f"towerpack: training failed at {where}")
+                raise
+            finally:
+                callbacks.after_train()
+                try:
+                    self.hooked_sess.close()
+                except Exception:
+                    logger.exception("Closing the session failed")
+
+    # ---- entry points ------------------------------------------------------------------------
+    def train(
+        self,
+        callbacks=None,
+        monitors=None,
+        session_creator=None,
+        session_init=None,
+        steps_per_epoch=None,
+        starting_epoch: int = 1,
+        max_epoch: int = 9999999,
+    ) -> None:
+        """``setup_callbacks`` → ``initialize`` → ``main_loop``.
+
+        Called without arguments on a trainer constructed with a TrainConfig (the older
+        ``SimpleTrainer(config).train()`` style), it trains with that config.
+        """
+        legacy = callbacks is None and monitors is None and steps_per_epoch is None
+        if legacy and self._config is not None and "setup_callbacks" not in self._called:
+            from .interface import launch_train_with_config
+
+            launch_train_with_config(self._config, self)
+            return
+        if steps_per_epoch is None:
+            raise ValueError("train() needs steps_per_epoch")
+        self.setup_callbacks(list(callbacks or []), list(monitors or []))
+        self.initialize(session_creator or NewSessionCreator(), session_init)
+        self.main_loop(steps_per_epoch, starting_epoch, max_epoch)
+
+    def train_with_defaults(
+        self,
+        *,
+        callbacks=None,
+        monitors=None,
+        session_creator=None,
+        session_init=None,
+        steps_per_epoch=None,
+        starting_epoch: int = 1,
+        max_epoch: int = 9999999,
+        extra_callbacks=None,
+    ) -> None:
+        """``train`` with the default callbacks and monitors filled in where not given."""
+        from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS
+
+        callbacks = list(callbacks or [])
+        extra_callbacks = DEFAULT_CALLBACKS() if extra_callbacks is None else list(extra_callbacks)
+        monitors = DEFAULT_MONITORS() if monitors is None else list(monitors)
+        if steps_per_epoch is None:
+            raise ValueError("train_with_defaults() needs steps_per_epoch")
+        self.train(
+            callbacks + extra_callbacks,
+            monitors,
+            session_creator,
+            session_init,
+            steps_per_epoch,
+            starting_epoch,
+            max_epoch,
+        )
+
+    # ---- predictors (tower trainers build them) ------------------------------------------------
+    def get_predictor(self, input_names, output_names, device: int = 0):
+        raise NotImplementedError(f"{type(self).__name__} cannot build predictors; use a TowerTrainer")

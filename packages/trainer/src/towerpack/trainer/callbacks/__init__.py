@@ -1,0 +1,69 @@
+"""Callbacks and monitors: everything that runs around the training loop."""
+
+from .base import Callback, CallbackFactory, ProxyCallback
+from .graph import RunOp, RunUpdateOps
+from .group import Callbacks, CallbackToHook
+from .inference import ClassificationError, Inferencer, ScalarStats
+from .inference_runner import InferenceRunner
+from .misc import EstimatedTimeLeft
+from .monitor import (
+    JSONWriter,
+    MonitorBase,
+    Monitors,
+    NoOpMonitor,
+    ScalarHistory,
+    ScalarPrinter,
+    TFEventWriter,
+)
+from .param import (
+    GraphVarParam,
+    HyperParam,
+    HyperParamSetter,
+    HyperParamSetterWithFunc,
+    ObjAttrParam,
+    ScheduledHyperParamSetter,
+)
+from .prof import ThroughputTracker
+from .saver import MaxSaver, MinSaver, ModelSaver
+from .steps import MaintainStepCounter, ProgressBar
+from .summary import MergeAllSummaries, MovingAverageSummary
+from .trigger import EnableCallbackIf, PeriodicCallback, PeriodicTrigger
+
+__all__ = [
+    "Callback",
+    "CallbackFactory",
+    "CallbackToHook",
+    "Callbacks",
+    "ClassificationError",
+    "EnableCallbackIf",
+    "EstimatedTimeLeft",
+    "GraphVarParam",
+    "HyperParam",
+    "HyperParamSetter",
+    "HyperParamSetterWithFunc",
+    "InferenceRunner",
+    "Inferencer",
+    "JSONWriter",
+    "MaintainStepCounter",
+    "MaxSaver",
+    "MergeAllSummaries",
+    "MinSaver",
+    "ModelSaver",
+    "MonitorBase",
+    "Monitors",
+    "MovingAverageSummary",
+    "NoOpMonitor",
+    "ObjAttrParam",
+    "PeriodicCallback",
+    "PeriodicTrigger",
+    "ProgressBar",
+    "ProxyCallback",
+    "RunOp",
+    "RunUpdateOps",
+    "ScalarHistory",
+    "ScalarPrinter",
+    "ScalarStats",
+    "ScheduledHyperParamSetter",
+    "TFEventWriter",
+    "ThroughputTracker",
+]

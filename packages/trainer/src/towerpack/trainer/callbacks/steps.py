@@ -1,0 +1,93 @@
+"""Callbacks that run with every step: the global step counter and the progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import tqdm
+
+from ..compat import tf, tfv1
+from .base import Callback
+
+__all__ = ["MaintainStepCounter", "ProgressBar"]
+
+
+class MaintainStepCounter(Callback):
+    """Increments the ``global_step`` variable with every hooked session run.
+
+    The trainer always registers it (before user callbacks). The Python counter
+    ``trainer.global_step`` is read from the variable before training (so it survives a resume)
+    and then follows the variable without reading it back.
+    """
+
+    _chief_only = False
+
+    def _setup_graph(self):
+        graph = tfv1.get_default_graph()
+        gs = tfv1.train.get_global_step(graph)
+        if gs is None:
+            with tfv1.name_scope(None), tfv1.device("/cpu:0"):
+                gs = tfv1.train.get_or_create_global_step(graph)
+        self.gs_var = gs
+        with tfv1.name_scope(None), tf.control_dependencies(None):
+            self._incr = tfv1.assign_add(gs, 1, name="global_step_incr").op
+        self._args = tfv1.train.SessionRunArgs(fetches=self._incr)
+
+    def _before_train(self):
+        self.trainer._global_step = int(self.gs_var.eval(session=self.trainer.sess))
+
+    def before_run(self, ctx):
+        return self._args
+
+    def _after_run(self, run_context, run_values):
+        self.trainer._global_step += 1
+
+
+class ProgressBar(Callback):
+    """A tqdm progress bar per epoch; ``names`` are scalar tensors shown next to it."""
+
+    def __init__(self, names=()):
+        self._names = [n if ":" in n else n + ":0" for n in names]
+
+    def _setup_graph(self):
+        self._fetches = [self.graph.get_tensor_by_name(n) for n in self._names]
+        self._tags = [n.split(":")[0].split("/")[-1] for n in self._names]
+        self._args = tfv1.train.SessionRunArgs(fetches=self._fetches) if self._fetches else None
+
+    def _before_epoch(self):
+        total = self.trainer.steps_per_epoch
+        self._bar = None
+        if total > 0:
+            refresh = float(os.environ.get("TOWERPACK_PROGRESS_REFRESH", "0.5"))
+            self._bar = tqdm.tqdm(
+                total=total,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                mininterval=refresh,
+                smoothing=0.5,
+                leave=True,
+            )
+
+    def before_run(self, ctx):
+        return self._args
+
+    def _after_run(self, run_context, run_values):
+        if self._fetches and self._bar is not None:
+            self._bar.set_postfix(
+                {tag: float(v) for tag, v in zip(self._tags, run_values.results, strict=True)}, refresh=False
+            )
+
+    def _trigger_step(self):
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def _after_epoch(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def _after_train(self):
+        if getattr(self, "_bar", None) is not None:
+            self._bar.close()
+            self._bar = None

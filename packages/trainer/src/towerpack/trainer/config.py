@@ -1,0 +1,210 @@
+"""TrainConfig: everything a training run needs, in one object; AutoResumeTrainConfig resumes."""
+
+from __future__ import annotations
+
+import os
+
+from . import logger
+from .callbacks.base import Callback
+from .callbacks.graph import RunUpdateOps
+from .callbacks.monitor import JSONWriter, MonitorBase, ScalarPrinter, TFEventWriter
+from .callbacks.steps import ProgressBar
+from .callbacks.summary import MergeAllSummaries, MovingAverageSummary
+from .compat import tfv1
+from .input_source.base import InputSource
+from .model_desc import ModelDescBase
+from .sessinit import SaverRestore, SessionInit, SmartInit
+
+__all__ = ["DEFAULT_CALLBACKS", "DEFAULT_MONITORS", "AutoResumeTrainConfig", "TrainConfig"]
+
+
+def DEFAULT_CALLBACKS() -> list[Callback]:
+    """Callbacks every training gets unless ``extra_callbacks`` says otherwise."""
+    return [MovingAverageSummary(), ProgressBar(), MergeAllSummaries(), RunUpdateOps()]
+
+
+def DEFAULT_MONITORS() -> list[MonitorBase]:
+    """Monitors every training gets unless ``monitors`` says otherwise (file writers need a log dir)."""
+    return [TFEventWriter(), JSONWriter(), ScalarPrinter()]
+
+
+def _is_dataflow(obj) -> bool:
+    return all(hasattr(obj, a) for a in ("__iter__", "reset_state"))
+
+
+class TrainConfig:
+    """The configuration of one training run.
+
+    Args:
+        dataflow: a DataFlow to train on (turned into an InputSource by the trainer), or
+        data: an InputSource. Give at most one of the two.
+        model: the ModelDesc.
+        callbacks: callbacks to run. extra_callbacks: more callbacks, defaulting to
+            ``DEFAULT_CALLBACKS()``; the callbacks used are ``callbacks + extra_callbacks``.
+        monitors: defaults to ``DEFAULT_MONITORS()``.
+        session_creator: a ``tf.compat.v1.train.SessionCreator``, or
+        session_config: a ``ConfigProto`` for the default session creator (not both).
+        session_init: a SessionInit (or anything ``SmartInit`` takes: checkpoint path, dict).
+        starting_epoch: the number of the first epoch (1-based). max_epoch: the last epoch, inclusive.
+        steps_per_epoch: defaults to the size of the dataflow / input source. With several
+            towers or processes, divide it yourself: each step consumes one batch per tower.
+        nr_tower, tower, predict_tower: accepted so older scripts run; multi-device trainers
+            take their devices as constructor arguments.
+        logdir, logdir_action: if set, the log directory is set with ``set_logger_dir`` when
+            training starts (on the chief only).
+    """
+
+    def __init__(
+        self,
+        dataflow=None,
+        data=None,
+        model=None,
+        callbacks=None,
+        extra_callbacks=None,
+        monitors=None,
+        session_creator=None,
+        session_config=None,
+        session_init=None,
+        starting_epoch: int = 1,
+        steps_per_epoch: int | None = None,
+        max_epoch: int = 99999,
+        nr_tower: int = 1,
+        tower=None,
+        predict_tower=None,
+        logdir=None,
+        logdir_action: str = "k",
+        **kwargs,
+    ):
+        if kwargs:
+            raise TypeError(f"TrainConfig got unknown argument(s): {', '.join(sorted(kwargs))}")
+        if dataflow is not None and data is not None:
+            raise ValueError("TrainConfig takes dataflow= or data=, not both")
+        if dataflow is not None and (isinstance(dataflow, InputSource) or not _is_dataflow(dataflow)):
+            raise TypeError(f"dataflow= must be a DataFlow, got {type(dataflow).__name__}")
+        if data is not None and not isinstance(data, InputSource):
+            raise TypeError(
+                f"data= must be an InputSource, got {type(data).__name__}"
+                + (" (pass a DataFlow as dataflow=)" if _is_dataflow(data) else "")
+            )
+        if model is not None and not isinstance(model, ModelDescBase):
+            raise TypeError(f"model= must be a ModelDesc, got {type(model).__name__}")
+        self.dataflow, self.data, self.model = dataflow, data, model
+
+        self.callbacks = _callback_list("callbacks", callbacks or [])
+        self.extra_callbacks = (
+            DEFAULT_CALLBACKS()
+            if extra_callbacks is None
+            else _callback_list("extra_callbacks", extra_callbacks)
+        )
+        self.monitors = DEFAULT_MONITORS() if monitors is None else _callback_list("monitors", monitors)
+        for m in self.monitors:
+            if not isinstance(m, MonitorBase):
+                raise TypeError(f"monitors= takes monitors; {m} is not one")
+
+        if session_creator is not None and session_config is not None:
+            raise ValueError("TrainConfig takes session_creator= or session_config=, not both")
+        if session_creator is not None and not isinstance(session_creator, tfv1.train.SessionCreator):
+            raise TypeError(
+                f"session_creator= must be a SessionCreator, got {type(session_creator).__name__}"
+            )
+        if session_config is not None and not isinstance(session_config, tfv1.ConfigProto):
+            raise TypeError(
+                f"session_config= must be a tf.compat.v1.ConfigProto, got {type(session_config).__name__}"
+            )
+        self.session_creator = session_creator
+        self.session_config = session_config
+        self.session_init = SmartInit(session_init)
+        if not isinstance(self.session_init, SessionInit):
+            raise TypeError(f"session_init= must be a SessionInit, got {session_init!r}")
+
+        self.starting_epoch = int(starting_epoch)
+        self.max_epoch = int(max_epoch)
+        if self.starting_epoch < 1 or self.max_epoch < self.starting_epoch - 1:
+            raise ValueError(f"bad epochs: starting_epoch={starting_epoch}, max_epoch={max_epoch}")
+        if steps_per_epoch is None:
+            steps_per_epoch = self._size()
+        steps_per_epoch = int(steps_per_epoch)
+        if steps_per_epoch < 0:
+            raise ValueError(f"steps_per_epoch must be >= 0, got {steps_per_epoch}")
+        self.steps_per_epoch = steps_per_epoch
+
+        self.tower = list(range(nr_tower)) if tower is None else list(tower)
+        self.nr_tower = len(self.tower)
+        self.predict_tower = [0] if predict_tower is None else list(predict_tower)
+        if self.nr_tower > 1:
+            logger.warning("TrainConfig(nr_tower/tower) is kept for old scripts; give devices to the trainer")
+        self.logdir = os.fspath(logdir) if logdir is not None else None
+        self.logdir_action = logdir_action
+
+    def _size(self) -> int:
+        try:
+            if self.dataflow is not None:
+                return len(self.dataflow)
+            if self.data is not None:
+                return self.data.size()
+        except (NotImplementedError, TypeError) as e:
+            raise ValueError(f"steps_per_epoch is required: the input's size is unknown ({e})") from e
+        raise ValueError("steps_per_epoch is required when there is no dataflow or data")
+
+
+def _callback_list(name: str, items) -> list:
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"{name}= must be a list, got {type(items).__name__}")
+    for cb in items:
+        if not isinstance(cb, Callback):
+            raise TypeError(f"{name}= takes Callbacks; {cb!r} is not one")
+    return list(items)
+
+
+class AutoResumeTrainConfig(TrainConfig):
+    """A TrainConfig that continues from the log directory if an earlier run left a checkpoint there.
+
+    It restores the latest checkpoint (weights, optimizer state, global step) and starts at the
+    epoch after the one that checkpoint was saved at, as recorded in ``stats.json``. With
+    ``always_resume=False`` a given ``session_init`` wins over the checkpoint.
+    The directory is ``logdir=`` if given, else the one set with ``set_logger_dir``.
+    """
+
+    def __init__(self, always_resume: bool = True, **kwargs):
+        from .logger import get_logger_dir
+
+        logdir = kwargs.get("logdir") or get_logger_dir()
+        self.resumed_from = None
+        if logdir is not None:
+            ckpt = tfv1.train.latest_checkpoint(logdir) if os.path.isdir(logdir) else None
+            if ckpt is not None and (always_resume or kwargs.get("session_init") is None):
+                if kwargs.get("session_init") is not None:
+                    logger.warning(
+                        "AutoResumeTrainConfig: the checkpoint %s replaces the given session_init", ckpt
+                    )
+                kwargs["session_init"] = SaverRestore(ckpt)
+                self.resumed_from = ckpt
+                epoch = _epoch_of_checkpoint(logdir, ckpt)
+                if epoch is not None:
+                    kwargs["starting_epoch"] = epoch + 1
+                    logger.info("Resuming from %s at epoch %d", ckpt, epoch + 1)
+                else:
+                    logger.warning(
+                        "Resuming weights from %s, but %s has no record of its epoch",
+                        ckpt,
+                        JSONWriter.FILENAME,
+                    )
+        super().__init__(**kwargs)
+
+
+def _epoch_of_checkpoint(logdir: str, ckpt: str) -> int | None:
+    """The epoch whose end the checkpoint was saved at: the last stats.json record at or before
+    the checkpoint's global step."""
+    stats = JSONWriter.load_existing_json(logdir)
+    if not stats:
+        return None
+    try:
+        step = int(tfv1.train.load_variable(ckpt, "global_step"))
+    except Exception:
+        step = None
+    records = [s for s in stats if "epoch_num" in s]
+    if step is not None:
+        records = [s for s in records if s.get("global_step", 0) <= step]
+    if not records:
+        return None
+    return int(records[-1]["epoch_num"])

@@ -1,0 +1,73 @@
+"""FeedInput: a DataFlow fed through placeholders with every hooked session run."""
+
+from __future__ import annotations
+
+from ..callbacks.base import Callback
+from ..compat import tf, tfv1
+from .base import InputSource
+from .utils import DatapointChecker, placeholders_for, repeat_forever
+
+__all__ = ["FeedInput"]
+
+
+class _FeedCallback(Callback):
+    """Adds the next datapoint as the feed_dict of every hooked run."""
+
+    _chief_only = False
+
+    def __init__(self, source: FeedInput):
+        self._source = source
+
+    def _before_run(self, ctx):
+        feed = self._source._next_feed()
+        return tfv1.train.SessionRunArgs(fetches=[], feed_dict=feed)
+
+
+class FeedInput(InputSource):
+    """Feed datapoints of a DataFlow into placeholders, one datapoint per hooked ``session.run``.
+
+    The simplest input and the slowest: Python produces every batch in the training thread. The
+    placeholders are the same on every ``get_input_tensors`` call, so it cannot serve several
+    towers. With ``infinite=True`` the DataFlow is iterated again and again; with
+    ``infinite=False`` the run after the last datapoint raises ``tf.errors.OutOfRangeError``
+    (which ends training, or an inference pass, cleanly).
+    """
+
+    def __init__(self, ds, infinite: bool = True):
+        for attr in ("__iter__", "reset_state"):
+            if not hasattr(ds, attr):
+                raise TypeError(f"FeedInput needs a DataFlow (with {attr}), got {type(ds).__name__}")
+        self.ds = ds
+        self.infinite = infinite
+        self._iter = None
+        self._ds_was_reset = False
+
+    def _size(self) -> int:
+        return len(self.ds)
+
+    def _setup(self, input_signature) -> None:
+        self._placeholders = placeholders_for(input_signature)
+        self._check = DatapointChecker(input_signature, "FeedInput")
+        self._callback = _FeedCallback(self)
+
+    def _get_input_tensors(self) -> list:
+        return list(self._placeholders)
+
+    def _get_callbacks(self) -> list[Callback]:
+        return [self._callback]
+
+    def _reset_state(self) -> None:
+        # A DataFlow is reset once (it may start processes); later resets start a new pass.
+        if not self._ds_was_reset:
+            self.ds.reset_state()
+            self._ds_was_reset = True
+        self._iter = repeat_forever(self.ds) if self.infinite else iter(self.ds)
+
+    def _next_feed(self) -> dict:
+        if self._iter is None:
+            raise RuntimeError("FeedInput.reset_state() was not called before the first run")
+        try:
+            dp = next(self._iter)
+        except StopIteration:
+            raise tf.errors.OutOfRangeError(None, None, "FeedInput: the DataFlow is exhausted") from None
+        return dict(zip(self._placeholders, self._check(dp), strict=True))

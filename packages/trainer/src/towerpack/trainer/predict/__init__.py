@@ -1,0 +1,6 @@
+"""Predictors: run a model on numpy inputs."""
+
+from .base import OfflinePredictor, OnlinePredictor, PredictorBase
+from .config import PredictConfig
+
+__all__ = ["OfflinePredictor", "OnlinePredictor", "PredictConfig", "PredictorBase"]

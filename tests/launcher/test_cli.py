@@ -1,0 +1,132 @@
+"""Bad input: one clear line on stderr and exit code 2, before any process starts. Plus parsing details."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+
+from support.launcher_run import launch, rank_script
+from towerpack.launcher.cli import parse
+from towerpack.launcher.errors import UsageError
+from towerpack.launcher.hosts import expand_nodelist, parse_hostfile, parse_hosts
+
+REPORT = rank_script("report.py")
+
+
+def _one_error_line(proc, *words):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("launch: error: ")
+    for word in words:
+        assert word in lines[0]
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--np", "2", "missing_script.py"], ["missing_script.py", "not found"]),
+        (["--np", "2", "-m", "no_such_module_xyz"], ["no_such_module_xyz"]),
+        (["--hosts", "a:4,,b:4", REPORT], ["malformed host list"]),
+        (["--hosts", "a:four", REPORT], ["slot count", "four"]),
+        (["--hosts", "a:2,a:2", REPORT], ["twice"]),
+        (["--np", "0", REPORT], ["--np"]),
+        (["--np", "2", "--ps", "1", "--backend", "horovod", REPORT], ["--ps needs --backend tf-server"]),
+        (["--np", "2", "--backend", "mpi", REPORT], ["mpi"]),
+        ([REPORT], ["--np N"]),
+        (["--nnodes", "2", "--np", "1", REPORT], ["--node-rank", "--master"]),
+        (
+            ["--nnodes", "2", "--node-rank", "2", "--master", "127.0.0.1:1", "--np", "1", REPORT],
+            ["--node-rank"],
+        ),
+        (["--np", "2", "--ranks", "zero", REPORT], ["--ranks"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    _one_error_line(launch(*args), *words)
+
+
+def test_busy_explicit_port_is_refused():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        _one_error_line(launch("--np", "1", "--master-port", str(port), REPORT, "."), str(port), "in use")
+        _one_error_line(
+            launch(
+                "--nnodes", "2", "--node-rank", "0", "--master", f"127.0.0.1:{port}", "--np", "1", REPORT, "."
+            ),
+            str(port),
+            "in use",
+        )
+
+
+def test_gpus_without_nvidia_smi(tmp_path):
+    _one_error_line(launch("--gpus", "all", REPORT, env={"PATH": str(tmp_path)}), "no NVIDIA GPU")
+
+
+def test_unknown_gpu_id(fake_gpus):
+    _one_error_line(launch("--gpus", "0,5", REPORT, env=fake_gpus), "unknown GPU id 5", "0, 1")
+
+
+def test_malformed_hostfile(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a slots=2\nb slots=two\n")
+    _one_error_line(launch("--hostfile", str(hostfile), REPORT), "line 2")
+
+
+def test_host_lists():
+    assert [(h.host, h.slots) for h in parse_hosts("a:4,b:2,c")] == [("a", 4), ("b", 2), ("c", 1)]
+    assert [(h.host, h.slots) for h in parse_hosts("[::1]:2")] == [("::1", 2)]
+    assert expand_nodelist("gpu[01-03,7],login5,x[9-10]") == [
+        "gpu01",
+        "gpu02",
+        "gpu03",
+        "gpu7",
+        "login5",
+        "x9",
+        "x10",
+    ]
+
+
+def test_hostfile(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("# cluster\nnode1 slots=4\n\nnode2 slots=2 max_slots=8  # comment\nnode3\n")
+    assert [(h.host, h.slots) for h in parse_hostfile(str(path))] == [
+        ("node1", 4),
+        ("node2", 2),
+        ("node3", 1),
+    ]
+
+
+def test_slurm_variables_select_per_node_mode():
+    env = {
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_NODELIST": "127.0.0.[1-2]",
+        "SLURM_JOB_ID": "4242",
+    }
+    spec = parse(["--np", "2", REPORT], env=env)
+    assert (spec.mode, spec.nnodes, spec.node_rank) == ("node", 2, 1)
+    assert (spec.master_addr, spec.master_port, spec.node_addr) == (
+        "127.0.0.1",
+        29400 + 4242 % 1000,
+        "127.0.0.2",
+    )
+    # Explicit flags win over Slurm's variables.
+    spec = parse(
+        ["--nnodes", "3", "--node-rank", "2", "--master", "127.0.0.1:2000", "--np", "1", REPORT], env=env
+    )
+    assert (spec.nnodes, spec.node_rank, spec.master_port) == (3, 2, 2000)
+
+
+def test_script_arguments_pass_through_untouched():
+    spec = parse(["--np", "2", REPORT, "--np", "7", "-m", "--", "x"], env={})
+    assert spec.argv == [sys.executable, "-u", REPORT, "--np", "7", "-m", "--", "x"]
+    spec = parse(["--np", "1", "-m", "json.tool", "--sort-keys"], env={})
+    assert spec.argv == [sys.executable, "-u", "-m", "json.tool", "--sort-keys"]
+    with pytest.raises(UsageError):
+        parse(["--np", "1", "--hosts", "a:1", REPORT], env={})

@@ -1,0 +1,100 @@
+"""Supervision: the first failure stops every process within seconds, with a summary and the right code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from support.launcher_run import assert_job_gone, job_processes, launch, rank_script, start_launch, wait_ready
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
+BEHAVE = rank_script("behave.py")
+
+
+def _summary_names(stderr: str, rank: int, what: str) -> None:
+    head = [line for line in stderr.splitlines() if "failed first" in line]
+    assert len(head) == 1, stderr
+    assert f"rank {rank} on host " in head[0] and what in head[0], stderr
+    assert f"rank {rank} is failing on purpose" in stderr.split("failed first", 1)[1]
+
+
+def test_failing_rank_stops_the_others(tmp_path):
+    start = time.monotonic()
+    proc = launch("--np", "3", "--backend", "none", BEHAVE, str(tmp_path), "exit3@1", "sleep")
+    assert proc.returncode == 3, proc.stderr
+    assert time.monotonic() - start < 30  # the sleeping ranks (600 s) were stopped
+    _summary_names(proc.stderr, 1, "exit code 3")
+    assert "stopped the other 2 process(es)" in proc.stderr
+
+
+def test_kill_9_of_one_rank(tmp_path):
+    launcher = start_launch("--np", "3", "--backend", "none", BEHAVE, str(tmp_path), "sleep")
+    try:
+        pids = wait_ready(tmp_path, 3)
+        os.kill(pids["2"], signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = launcher.communicate(timeout=30)
+        assert_job_gone(timeout=5.0)
+        assert time.monotonic() - killed < 5.0  # the issue's bound: every process gone within 5 s
+        assert launcher.returncode == 128 + signal.SIGKILL, err
+        assert "rank 2 on host" in err and "killed by SIGKILL" in err
+        assert not any(
+            psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids.values()
+        )
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_hanging_rank_is_killed_when_another_fails(tmp_path):
+    # Rank 0 ignores SIGTERM: it must be SIGKILLed after the grace period.
+    start = time.monotonic()
+    proc = launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "hang@0", "exit4@1")
+    assert proc.returncode == 4, proc.stderr
+    assert time.monotonic() - start < 30
+    _summary_names(proc.stderr, 1, "exit code 4")
+
+
+def test_grandchildren_in_their_own_session_are_stopped(tmp_path):
+    proc = launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "child@0", "exit5@1")
+    assert proc.returncode == 5, proc.stderr  # launch() also checks that the setsid grandchild is gone
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_launcher_stops_everything(tmp_path, sig):
+    launcher = start_launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "child@0", "hang@1")
+    try:
+        wait_ready(tmp_path, 2)
+        launcher.send_signal(sig)
+        _, err = launcher.communicate(timeout=30)
+        assert launcher.returncode == 128 + sig, err
+        assert f"received {signal.Signals(sig).name}" in err
+        assert_job_gone(timeout=1.0)
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_sigkill_of_launcher_takes_the_ranks_down(tmp_path):
+    launcher = start_launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "child@0", "hang@1")
+    try:
+        wait_ready(tmp_path, 2)
+        assert len(job_processes(exclude=(launcher.pid,))) >= 4  # 2 ranks, a grandchild, the watchdog
+        launcher.kill()
+        launcher.wait()
+        # The watchdog: SIGTERM, 3 s grace for the rank that ignores it, then SIGKILL.
+        assert_job_gone(timeout=8.0)
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def test_successful_job_with_parameter_server_that_never_ends(tmp_path):
+    # Workers finish; the ps "hangs" as a real one would in server.join(). The launcher stops it: exit 0.
+    proc = launch("--np", "2", "--backend", "tf-server", "--ps", "1", BEHAVE, str(tmp_path), "hang@ps0", "ok")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count(" done\n") == 2
