@@ -21,7 +21,7 @@ $(PY):
 
 $(VENV)/.deps-stamp: constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(PY)
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
-	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA)]' -e packages/launcher
+	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA),plot]' -e packages/launcher
 	touch $@
 
 $(VENV)/.horovod-stamp: $(VENV)/.deps-stamp scripts/build_horovod.sh
