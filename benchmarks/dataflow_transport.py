@@ -16,6 +16,7 @@ always exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import socket
@@ -194,6 +195,14 @@ def main() -> None:
             f"{goal:>6.2f}{flag}"
         )
     print(f"\n(best of {trials} interleaved trials each; machine: {os.cpu_count()} CPUs)")
+    for case, _, ours, base, r_ours, r_base, _, ratio, goal in rows:
+        result = {
+            "benchmark": "dataflow_transport",
+            "case": f"{case} {ours} vs {base}",
+            "ours": round(r_ours, 2),
+        }
+        result.update(baseline=round(r_base, 2), unit="datapoints/s", ratio=round(ratio, 3), goal=goal)
+        print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

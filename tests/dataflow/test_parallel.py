@@ -21,6 +21,7 @@ from towerpack.dataflow import (
     MultiProcessRunnerZMQ,
     MultiThreadMapData,
 )
+from towerpack.dataflow.process import START_METHOD_VAR
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(90)]
 
@@ -113,6 +114,49 @@ def test_killed_worker_is_reported_within_two_seconds():
     finally:
         df.close()
     assert not psutil.Process().children()
+
+
+def slow_consumer_meets_a_killed_worker(df):
+    """Read slowly (so data is always queued), SIGKILL a worker; return seconds until the error."""
+    it = iter(df)
+    next(it)
+    time.sleep(0.5)  # let the queues fill up
+    os.kill(df.worker_pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(DataFlowWorkerError, match="SIGKILL"):
+        while time.monotonic() - start < 5:
+            next(it)
+            time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def test_killed_worker_is_reported_within_two_seconds_while_data_is_queued():
+    with MultiProcessRunnerZMQ(ints(1000), num_proc=2, hwm=50) as df:
+        df.reset_state()
+        assert slow_consumer_meets_a_killed_worker(df) < 2.0
+
+
+def test_killed_map_worker_is_reported_within_two_seconds_while_results_are_queued():
+    with MultiProcessMapDataZMQ(ints(1000), 2, square, buffer_size=100) as df:
+        df.reset_state()
+        assert slow_consumer_meets_a_killed_worker(df) < 2.0
+
+
+def test_forkserver_is_refused_with_the_supported_methods_named():
+    for make in (
+        lambda: MultiProcessRunnerZMQ(ints(3), start_method="forkserver"),
+        lambda: MultiProcessMapDataZMQ(ints(3), 1, square, start_method="forkserver"),
+    ):
+        with pytest.raises(ValueError, match="'forkserver' is not supported; use one of 'fork', 'spawn'"):
+            make()
+
+
+def test_forkserver_from_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv(START_METHOD_VAR, "forkserver")
+    df = MultiProcessRunnerZMQ(ints(3))
+    with pytest.raises(ValueError, match=f"{START_METHOD_VAR}='forkserver' is not supported"):
+        df.reset_state()
+    assert df.worker_pids == []
 
 
 CONSUMER = textwrap.dedent(

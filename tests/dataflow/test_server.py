@@ -1,10 +1,12 @@
 """The ``dataflow serve`` prefetch server with real consumers: sharing, failures, bad input, CURVE."""
 
+import logging
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import msgpack
 import numpy as np
@@ -15,7 +17,7 @@ import zmq
 from support.dataflow_cases import malformed_cases
 from support.dataflow_server import ServerProcess, dataflow_cmd, dataflow_env
 from support.procs import free_port, wait_for
-from towerpack.dataflow import RemoteDataZMQ
+from towerpack.dataflow import RemoteDataZMQ, remote
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -61,6 +63,7 @@ def test_three_consumers_share_distinct_datapoints_and_the_server_counts_them():
             for c in cs:
                 c.close()
         wait_for(lambda: server.consumers() == 0, 10, what="0 consumers after they left")
+        assert sum("serving on" in line for line in server.lines) == 1, server.output
         # The server survived them all and serves a newcomer.
         late = consumer(addr)
         try:
@@ -80,6 +83,22 @@ def test_a_stalled_consumer_holds_at_most_its_window_and_does_not_slow_the_other
             assert len(set(got)) == 400
             missing = set(range(max(got))) - set(got)
             # Only what was sent to the stalled consumer is missing from the busy one's stream.
+            assert len(missing) <= 3 and set(held) <= missing
+        finally:
+            stalled.close()
+            busy.close()
+
+
+def test_server_hwm_caps_the_window_a_consumer_asks_for():
+    addr = endpoint()
+    with ServerProcess(COUNTING, "--bind", addr, "--hwm", "3") as server:
+        server.wait_for_line("consumers connected: 0")
+        stalled, busy = consumer(addr, hwm=50), consumer(addr, hwm=50)
+        try:
+            held = take(stalled, 1)
+            got = take(busy, 400)
+            missing = set(range(max(got))) - set(got)
+            # The stalled consumer asked for 50 but was sent no more than the server's 3.
             assert len(missing) <= 3 and set(held) <= missing
         finally:
             stalled.close()
@@ -125,6 +144,32 @@ def test_killed_consumer_strands_nothing_and_the_others_keep_receiving():
         # not acknowledged was handed to the others.
         lost = set(range(max(survivors))) - set(survivors) - set(seen_by_victim)
         assert len(lost) <= 8, sorted(lost)  # only the survivors' own open windows may be pending
+        assert all(v > max(seen_by_victim) for v in lost)
+
+
+def test_a_hung_consumer_is_dropped_by_heartbeat_and_its_data_goes_to_the_others():
+    addr = endpoint()
+    with ServerProcess(COUNTING, "--bind", addr, "--heartbeat", "1") as server:
+        server.wait_for_line("consumers connected: 0")
+        a = consumer(addr, hwm=4)
+        victim = subprocess.Popen([sys.executable, "-c", STRAGGLER, addr], stdout=subprocess.PIPE, text=True)
+        try:
+            before = take(a, 10)
+            seen_by_victim = [int(victim.stdout.readline()) for _ in range(20)]
+            wait_for(lambda: server.consumers() == 2, 10, what="2 consumers")
+            victim.send_signal(signal.SIGSTOP)  # hung: its TCP connection stays open
+            # Heartbeats do not reach a stopped process: the server drops it within seconds.
+            wait_for(lambda: server.consumers() == 1, 10, what="the server to drop the hung consumer")
+            after = take(a, 100)
+        finally:
+            a.close()
+            victim.kill()
+            victim.wait(10)
+        seen_by_victim += [int(line) for line in victim.stdout.read().split()]
+        survivors = before + after
+        assert len(set(survivors)) == len(survivors)
+        lost = set(range(max(survivors))) - set(survivors) - set(seen_by_victim)
+        assert len(lost) <= 4, sorted(lost)  # only the survivor's own open window may be pending
         assert all(v > max(seen_by_victim) for v in lost)
 
 
@@ -249,6 +294,74 @@ def test_send_dataflow_zmq_feeds_a_binding_consumer():
         producer.wait(10)
 
 
+PRODUCER = textwrap.dedent(
+    """
+    import sys, time
+    from towerpack.dataflow import DataFromGenerator, send_dataflow_zmq
+    k, pause = int(sys.argv[2]), float(sys.argv[3])
+    def gen():
+        for i in range(10**9):
+            if pause:
+                time.sleep(pause)
+            yield [k, i]
+    send_dataflow_zmq(DataFromGenerator(gen), sys.argv[1], hwm=8)
+    """
+)
+
+
+def test_two_producers_feed_one_binding_consumer_completely_and_without_stalls():
+    addr = endpoint()
+    c = RemoteDataZMQ(addr, hwm=4, bind=True, timeout=20)
+    c.reset_state()
+    # A fast and a slow producer: credit must go back to the producer that used it.
+    producers = [
+        subprocess.Popen([sys.executable, "-c", PRODUCER, addr, str(k), pause], env=dataflow_env())
+        for k, pause in ((0, "0"), (1, "0.01"))
+    ]
+    try:
+        got = {0: [], 1: []}
+        it = iter(c)
+        while not (got[0] and got[1]):
+            k, i = next(it)
+            got[k].append(i)
+        fast_before, start = len(got[0]), time.monotonic()
+        while len(got[0]) < fast_before + 3000 or len(got[1]) < 50:
+            k, i = next(it)
+            got[k].append(i)
+            assert time.monotonic() - start < 10, f"stalled: {len(got[0])} and {len(got[1])} datapoints"
+        # Each producer's datapoints all arrived, in order.
+        assert got[0] == list(range(len(got[0])))
+        assert got[1] == list(range(len(got[1])))
+    finally:
+        c.close()
+        for p in producers:
+            p.kill()
+            p.wait(10)
+
+
+def test_defaults_on_both_sides_warn_about_bind_and_connect(monkeypatch, caplog):
+    monkeypatch.setattr(remote, "SILENCE_WARN_S", 0.5)
+    addr = endpoint()
+    code = "import sys; from support.dataflow_factories import counting; "
+    code += "from towerpack.dataflow import send_dataflow_zmq; send_dataflow_zmq(counting(), sys.argv[1])"
+    producer = subprocess.Popen([sys.executable, "-c", code, addr], env=dataflow_env())
+    c = consumer(addr, timeout=1.5)  # connects, like the producer: nobody binds
+    try:
+        with caplog.at_level(logging.WARNING, logger=remote.__name__), pytest.raises(TimeoutError):
+            next(iter(c))
+    finally:
+        c.close()
+        producer.kill()
+        producer.wait(10)
+    warnings = [r.getMessage() for r in caplog.records if "nothing received" in r.getMessage()]
+    assert len(warnings) == 1 and "bind=False" in warnings[0] and "must bind" in warnings[0], warnings
+
+
+def test_a_client_secret_key_without_the_server_key_is_refused():
+    with pytest.raises(ValueError, match="curve_secret_key needs curve_server_key"):
+        RemoteDataZMQ("tcp://127.0.0.1:1", curve_secret_key="trainer.key_secret")
+
+
 def test_cli_reports_usage_errors_clearly():
     for spec, message in [
         ("nocolon", "expected MODULE:FACTORY"),
@@ -283,6 +396,9 @@ def test_serve_reports_an_address_in_use_and_bad_keys_in_one_line(tmp_path):
         for extra, message in [
             ([], "cannot bind"),
             (["--curve-secret-key", str(tmp_path / "missing.key_secret")], "CURVE key file"),
+            (["--curve-authorized", str(tmp_path)], "--curve-authorized needs --curve-secret-key"),
+            (["--hwm", "0"], "--hwm must be an integer from 1 to 1000"),
+            (["--heartbeat", "-1"], "heartbeat must be a positive number"),
         ]:
             out = subprocess.run(
                 dataflow_cmd("serve", "support.dataflow_factories:small", "--bind", addr, *extra),

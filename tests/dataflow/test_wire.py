@@ -1,5 +1,6 @@
 """The wire format: round trips without copies, and strict rejection of malformed messages."""
 
+import msgpack
 import numpy as np
 import pytest
 import zmq
@@ -48,6 +49,76 @@ def test_unsupported_objects_need_explicit_pickle():
     with pytest.raises(WireFormatError, match="pickle is not enabled"):
         decode(frames)
     assert decode(frames, allow_pickle=True) == [{1, 2}]
+
+
+def as_bytes(frames):
+    return [bytes(f) if isinstance(f, bytes) else np.asarray(f).tobytes() for f in frames]
+
+
+def test_large_bytes_values_travel_in_frames_of_their_own():
+    rng = np.random.RandomState(0)
+    jpegs = [rng.randint(0, 256, 20_000 + i).astype("uint8").tobytes() for i in range(64)]
+    dp = [jpegs, np.arange(64), b"short", "label"]
+    frames = encode(dp)
+    assert len(frames) == 1 + 64 + 1 and len(frames[0]) < 4096
+    assert all(f is j for f, j in zip(frames[1:], jpegs, strict=False))  # sent from their own memory
+    assert repr(decode(as_bytes(frames))) == repr(dp)
+
+
+def test_a_batch_of_bytes_crosses_a_socket():
+    ctx = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    try:
+        pull.bind("inproc://wire-bytes-test")
+        push.connect("inproc://wire-bytes-test")
+        blobs = [bytes([i]) * (5000 + i) for i in range(256)]  # 1.3 MB: over the header limit in all
+        send_datapoint(push, [blobs, np.arange(256)])
+        got = recv_datapoint(pull)
+        assert got[0] == blobs and isinstance(got[0][0], bytes)
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
+        ctx.term()
+
+
+@pytest.mark.parametrize(
+    ("dp", "message"),
+    [
+        ([b"x" * 100] * 20_000, "over the wire limit of 1048576 .WireLimits.max_header_bytes"),
+        (["s" * 2_000_000], "send long strings as bytes"),
+        ([np.zeros(2)] * 1100, "over the wire limit of 1024 frames .WireLimits.max_frames"),
+        ([b"x" * 2000] * 1100, "1100 arrays and large bytes values"),
+        ([None] * 150_000, "more than 100000 values .WireLimits.max_nodes"),
+        ([np.zeros([1] * 40)], "40 dimensions is over the limit of 32"),
+    ],
+)
+def test_encoder_refuses_what_every_receiver_would_reject(dp, message):
+    with pytest.raises(WireFormatError, match=message):
+        encode(dp)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", 5]}), b"1234"],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", 5]}), b"123456"],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", 5]})],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", -1]}), b""],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", "5"]}), b"12345"],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", True]}), b"1"],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b", 2**40]}), b"1"],
+        [msgpack.packb({"v": 1, "k": "dp", "s": ["b"]}), b"1"],
+    ],
+)
+def test_malformed_bytes_frames_are_rejected(frames):
+    with pytest.raises(WireFormatError):
+        decode(frames)
+
+
+def test_version_must_be_the_integer_one_not_true():
+    for kind, extra in (("dp", {"s": ["v", 1]}), ("ping", {})):
+        with pytest.raises(WireFormatError, match="version-1"):
+            decode_message([msgpack.packb({"v": True, "k": kind, **extra})])
 
 
 def test_control_messages_are_distinct_from_datapoints():

@@ -12,9 +12,10 @@ from typing import Any
 import fire
 
 from .base import DataFlow
+from .credit import HEARTBEAT_S
 from .parallel import MultiProcessRunnerZMQ
 from .security import create_keys
-from .server import DataServer, ServerError
+from .server import MAX_WINDOW, DataServer, ServerError
 from .speed import benchmark
 
 logger = logging.getLogger("towerpack.dataflow.serve")
@@ -55,6 +56,8 @@ def serve(
     curve_secret_key: str | None = None,
     curve_authorized: str | None = None,
     allow_pickle: bool = False,
+    hwm: int = MAX_WINDOW,
+    heartbeat: float = HEARTBEAT_S,
 ) -> None:
     """Serve the dataflow made by FACTORY (MODULE:FACTORY) to RemoteDataZMQ consumers.
 
@@ -63,21 +66,33 @@ def serve(
         bind: endpoint to bind.
         workers: run the dataflow in this many worker processes (0: in the server process).
         curve_secret_key: the server's NAME.key_secret file; enables CURVE.
-        curve_authorized: directory with the public keys of allowed clients.
+        curve_authorized: directory with the public keys of allowed clients (read at start).
         allow_pickle: let non-array objects travel pickled.
+        hwm: the most datapoints in flight to one consumer (1 to 1000; a consumer asking for a
+            larger window gets this one); bounds the server's memory to hwm x consumers datapoints.
+        heartbeat: drop a consumer that answers no heartbeat for this many seconds.
     """
+    if curve_authorized is not None and curve_secret_key is None:
+        raise CLIError("--curve-authorized needs --curve-secret-key (the server's own NAME.key_secret file)")
+    if isinstance(hwm, bool) or not isinstance(hwm, int) or not 1 <= hwm <= MAX_WINDOW:
+        raise CLIError(f"--hwm must be an integer from 1 to {MAX_WINDOW}, got {hwm!r}")
     df = load_factory(factory)
     if workers:
         df = MultiProcessRunnerZMQ(df, num_proc=int(workers), allow_pickle=allow_pickle)
+    try:
+        server = DataServer(
+            df,
+            bind,
+            hwm=hwm,
+            curve_secret_key=curve_secret_key,
+            curve_authorized=curve_authorized,
+            allow_pickle=allow_pickle,
+            report=lambda line: print(f"[dataflow serve] {line}", flush=True),
+            heartbeat=heartbeat,
+        )
+    except ValueError as e:
+        raise CLIError(str(e)) from None
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    server = DataServer(
-        df,
-        bind,
-        curve_secret_key=curve_secret_key,
-        curve_authorized=curve_authorized,
-        allow_pickle=allow_pickle,
-        report=lambda line: print(f"[dataflow serve] {line}", flush=True),
-    )
     print(f"[dataflow serve] starting {factory} with {workers or 'no'} worker processes", flush=True)
     try:
         server.serve()

@@ -10,7 +10,7 @@ from typing import Any
 import zmq
 
 from .base import DataFlow, DataFlowReentrantGuard, ProxyDataFlow
-from .process import ParentWatch
+from .process import ParentWatch, check_start_method
 from .wire import encode
 from .workers import WorkerGroup, ipc_address, recv_from_workers, report_worker_error, worker_send
 
@@ -66,8 +66,9 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         ds: the dataflow to run in the workers.
         num_proc: number of worker processes.
         hwm: ZMQ high-water mark (datapoints queued per worker).
-        start_method: ``"fork"`` (default when no threaded framework is loaded), ``"spawn"`` or
-            ``"forkserver"``; the latter two need a picklable ``ds``.
+        start_method: ``"fork"`` (default when no threaded framework is loaded) or ``"spawn"``
+            (needs a picklable ``ds``); ``"forkserver"`` is refused, since its workers could not
+            die with this process.
         allow_pickle: allow datapoints that are not arrays/numbers/strings to travel pickled.
     """
 
@@ -84,6 +85,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             raise ValueError(f"MultiProcessRunnerZMQ: num_proc must be >= 1, got {num_proc}")
         self.num_proc = num_proc
         self.hwm = hwm
+        check_start_method(start_method)
         self.start_method = start_method
         self.allow_pickle = allow_pickle
         self._guard = DataFlowReentrantGuard()
@@ -93,16 +95,17 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
     def reset_state(self) -> None:
         if self._group is not None:
             raise RuntimeError("MultiProcessRunnerZMQ.reset_state() was already called; create a new runner")
+        addr = ipc_address("runner")
+        args = (self.ds, addr, self.hwm, self.allow_pickle)
+        group = WorkerGroup(
+            _runner_worker, [args] * self.num_proc, "MultiProcessRunnerZMQ", self.start_method
+        )
         self._ctx = zmq.Context()
         self._sock = self._ctx.socket(zmq.PULL)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.RCVHWM, self.hwm)
-        addr = ipc_address("runner")
         self._sock.bind(addr)
-        args = (self.ds, addr, self.hwm, self.allow_pickle)
-        self._group = WorkerGroup(
-            _runner_worker, [args] * self.num_proc, "MultiProcessRunnerZMQ", self.start_method
-        )
+        self._group = group
         self._finalizer = weakref.finalize(self, _shutdown, self._group, self._sock, self._ctx)
         self._group.start()
         self._poller = zmq.Poller()

@@ -12,7 +12,7 @@ from typing import Any
 import zmq
 
 from .base import DataFlow, DataFlowReentrantGuard, ProxyDataFlow
-from .process import ParentWatch
+from .process import ParentWatch, check_start_method
 from .wire import ControlMessage, decode, encode, encode_control
 from .workers import (
     WorkerGroup,
@@ -126,6 +126,7 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
         self.map_func = map_func
         self.buffer_size = buffer_size
         self.strict = strict
+        check_start_method(start_method)
         self.start_method = start_method
         self.allow_pickle = allow_pickle
         self._guard = DataFlowReentrantGuard()
@@ -137,8 +138,11 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
     def reset_state(self) -> None:
         if self._group is not None:
             raise RuntimeError("MultiProcessMapDataZMQ.reset_state() was already called")
-        self.ds.reset_state()
         hwm = self.buffer_size + 10
+        task_addr, result_addr = ipc_address("map-task"), ipc_address("map-result")
+        args = (self.map_func, task_addr, result_addr, hwm, self.allow_pickle)
+        group = WorkerGroup(_map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method)
+        self.ds.reset_state()
         self._ctx = zmq.Context()
         self._tasks = self._ctx.socket(zmq.PUSH)
         self._results = self._ctx.socket(zmq.PULL)
@@ -146,13 +150,9 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.SNDHWM, hwm)
             s.setsockopt(zmq.RCVHWM, hwm)
-        task_addr, result_addr = ipc_address("map-task"), ipc_address("map-result")
         self._tasks.bind(task_addr)
         self._results.bind(result_addr)
-        args = (self.map_func, task_addr, result_addr, hwm, self.allow_pickle)
-        self._group = WorkerGroup(
-            _map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method
-        )
+        self._group = group
         self._finalizer = weakref.finalize(
             self, _shutdown, self._group, [self._tasks, self._results], self._ctx
         )

@@ -5,6 +5,9 @@ generators and open files that cannot be pickled. Forking a process that runs ot
 (TensorFlow's thread pools above all) can deadlock the child, so when TensorFlow or PyTorch is
 already imported the default becomes ``spawn``, which needs a picklable dataflow. Pass
 ``start_method`` (or set ``TOWERPACK_DATAFLOW_START_METHOD``) to choose explicitly.
+
+``forkserver`` is not supported: its workers are children of the fork server, not of the
+consumer, so neither the death signal nor the parent check could tie them to the consumer.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from collections.abc import Iterator
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "START_METHODS",
     "ParentWatch",
+    "check_start_method",
     "enable_death_signal",
     "get_mp_context",
     "mask_sigint",
@@ -32,6 +37,8 @@ __all__ = [
 _PR_SET_PDEATHSIG = 1
 START_METHOD_VAR = "TOWERPACK_DATAFLOW_START_METHOD"
 _THREADED_FRAMEWORKS = ("tensorflow", "torch")
+#: Start methods under which workers are children of the consumer (see the module docstring).
+START_METHODS = ("fork", "spawn")
 
 
 def enable_death_signal(sig: int = signal.SIGKILL) -> bool:
@@ -82,10 +89,27 @@ def mask_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
+def check_start_method(method: str | None, source: str = "start_method") -> None:
+    """Raise ``ValueError`` unless ``method`` is None or one of :data:`START_METHODS`."""
+    if method is not None and method not in START_METHODS:
+        extra = (
+            " (forkserver workers are children of the fork server, so they cannot die with the consumer)"
+            if method == "forkserver"
+            else ""
+        )
+        raise ValueError(
+            f"{source}={method!r} is not supported; use one of {', '.join(map(repr, START_METHODS))}{extra}"
+        )
+
+
 def get_mp_context(start_method: str | None = None) -> mp.context.BaseContext:
     """The multiprocessing context for workers (see the module docstring for the default)."""
-    method = start_method or os.environ.get(START_METHOD_VAR)
-    if not method:
+    if start_method is not None:
+        method, source = start_method, "start_method"
+    else:
+        method, source = os.environ.get(START_METHOD_VAR) or None, START_METHOD_VAR
+    check_start_method(method, source)
+    if method is None:
         threaded = [m for m in _THREADED_FRAMEWORKS if m in sys.modules]
         method = "spawn" if threaded else "fork"
     return mp.get_context(method)

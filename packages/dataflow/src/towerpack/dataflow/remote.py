@@ -1,10 +1,11 @@
 """RemoteDataZMQ: receive datapoints from a prefetch server or ``send_dataflow_zmq`` over ZMQ.
 
-Delivery is credit-based so that many consumers share one producer fairly: a consumer opens a
-DEALER socket, grants the producer a window of ``hwm`` datapoints, and acknowledges received
-datapoints in small batches, each acknowledgement granting as much new credit. The producer
-(a ROUTER) sends only to consumers with credit, so it never queues data for a slow consumer,
-and it re-sends the unacknowledged datapoints of a consumer that disconnects to the others.
+Delivery is credit-based so that many consumers share one producer fairly: a consumer grants
+the producer a window of ``hwm`` datapoints and acknowledges received datapoints in small
+batches, each acknowledgement granting as much new credit. The producer (a ROUTER) sends only to
+consumers with credit, so it never queues data for a slow consumer, and it re-sends the
+unacknowledged datapoints of a consumer that disconnects to the others. A binding consumer keeps
+this account for each producer that connects to it (see :mod:`towerpack.dataflow.credit`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
+from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, credit_ack, credit_set, set_heartbeat
 from .security import apply_client_keys
-from .wire import DEFAULT_LIMITS, ControlMessage, WireFormatError, WireLimits, decode_message, encode_control
+from .wire import DEFAULT_LIMITS, ControlMessage, WireFormatError, WireLimits, decode_message
 
 __all__ = ["RemoteDataZMQ"]
 
@@ -29,14 +32,18 @@ logger = logging.getLogger(__name__)
 
 #: Without data for this long, a consumer re-announces its window (the producer may have restarted).
 RESYNC_S = 1.0
+#: With nothing to read for this long, acknowledge what was received even if under ack_every.
+PARTIAL_ACK_AFTER_MS = 2
+#: Without data for this long, a consumer logs a warning about the likely causes.
+SILENCE_WARN_S = 10.0
 
 
-def credit_set(window: int) -> list:
-    return encode_control("credit", set=window)
+@dataclass
+class _Producer:
+    """What a consumer owes one producer: acknowledgements, and whether to (re-)announce its window."""
 
-
-def credit_ack(n: int) -> list:
-    return encode_control("credit", ack=n)
+    unacked: int = 0
+    announce: bool = True
 
 
 def _close(sock: zmq.Socket, ctx: zmq.Context) -> None:
@@ -49,12 +56,19 @@ class RemoteDataZMQ(DataFlow):
 
     Args:
         addr: ZMQ endpoint, e.g. ``tcp://datahost:9100`` or ``ipc://@name``.
-        hwm: the credit window: at most this many datapoints are in flight to this consumer.
-        bind: bind instead of connect (then producers connect to this consumer).
+        hwm: the credit window: at most this many datapoints are in flight to this consumer
+            (from each producer, when several producers connect to a binding consumer).
+        bind: bind instead of connect (then producers connect to this consumer, e.g.
+            ``send_dataflow_zmq(df, addr)``; a ``dataflow serve`` server binds, so read it with
+            ``bind=False``). One side must bind and the other connect; when nothing arrives for
+            ``SILENCE_WARN_S`` seconds a warning says so.
         curve_server_key: the server's public key (key file or Z85 text) to talk CURVE.
-        curve_secret_key: this client's ``.key_secret`` file (must be authorized by the server).
+        curve_secret_key: this client's ``.key_secret`` file (must be authorized by the server;
+            needs ``curve_server_key``).
         allow_pickle: accept pickled objects (only from a producer you trust).
         timeout: raise ``TimeoutError`` when no datapoint arrives for this many seconds.
+        heartbeat: disconnect from a producer that answers no ZMQ heartbeat for this many seconds
+            (None: never).
 
     Call :meth:`reset_state` to open the socket and :meth:`close` to release it. Each datapoint is
     validated; a malformed message is logged and skipped. Received arrays view the ZMQ frames.
@@ -71,9 +85,16 @@ class RemoteDataZMQ(DataFlow):
         allow_pickle: bool = False,
         timeout: float | None = None,
         limits: WireLimits = DEFAULT_LIMITS,
+        heartbeat: float | None = HEARTBEAT_S,
     ) -> None:
         if hwm < 1:
             raise ValueError(f"RemoteDataZMQ: hwm must be >= 1, got {hwm}")
+        if curve_secret_key is not None and curve_server_key is None:
+            raise ValueError(
+                "RemoteDataZMQ: curve_secret_key needs curve_server_key (the server's public key); "
+                "without it the connection would not use CURVE at all"
+            )
+        check_heartbeat(heartbeat)
         self.addr = addr
         self.hwm = int(hwm)
         self.bind = bind
@@ -82,6 +103,7 @@ class RemoteDataZMQ(DataFlow):
         self.allow_pickle = allow_pickle
         self.timeout = timeout
         self.limits = limits
+        self.heartbeat = heartbeat
         self.ack_every = max(1, min(8, self.hwm // 4))
         self.received = 0
         self.malformed = 0
@@ -93,35 +115,58 @@ class RemoteDataZMQ(DataFlow):
         if self._sock is not None:
             return
         ctx = zmq.Context()
-        sock = ctx.socket(zmq.DEALER)
+        # A binding consumer may have several producers and must answer each one: a ROUTER with
+        # a name they know. A connecting one has exactly one producer: a DEALER with a fresh name.
+        sock = ctx.socket(zmq.ROUTER if self.bind else zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, self.hwm + 16)
-        sock.setsockopt(zmq.ROUTING_ID, f"c-{os.getpid()}-{uuid.uuid4().hex[:8]}".encode())
-        if self.curve_server_key is not None:
-            apply_client_keys(sock, self.curve_server_key, self.curve_secret_key)
         if self.bind:
-            sock.bind(self.addr)
+            sock.setsockopt(zmq.ROUTING_ID, BOUND_CONSUMER_ID)
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         else:
-            sock.connect(self.addr)
+            sock.setsockopt(zmq.ROUTING_ID, f"c-{os.getpid()}-{uuid.uuid4().hex[:8]}".encode())
+        try:
+            set_heartbeat(sock, self.heartbeat)
+            if self.curve_server_key is not None:
+                apply_client_keys(sock, self.curve_server_key, self.curve_secret_key)
+            if self.bind:
+                sock.bind(self.addr)
+            else:
+                sock.connect(self.addr)
+        except BaseException:
+            _close(sock, ctx)
+            raise
         self._ctx, self._sock = ctx, sock
         self._finalizer = weakref.finalize(self, _close, sock, ctx)
-        self._unacked = 0
-        self._announce = True
+        # Producers by routing id; a connecting consumer's one producer is None.
+        self._producers: dict[bytes | None, _Producer] = {} if self.bind else {None: _Producer()}
+        self._data_at = time.monotonic()
+        self._warned = False
+        self._credit_due = False
 
-    def _send_control(self, frames: list) -> bool:
+    def _send_control(self, ident: bytes | None, frames: list) -> bool:
         try:
-            self._sock.send_multipart(frames, flags=zmq.NOBLOCK)
+            if ident is None:
+                self._sock.send_multipart(frames, flags=zmq.NOBLOCK)
+            else:
+                self._sock.send_multipart([ident, *frames], flags=zmq.NOBLOCK)
             return True
-        except zmq.Again:  # no producer connected yet (bind mode) or queue full: retry later
+        except zmq.Again:  # no producer connected yet, or queue full: retry later
+            return False
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EHOSTUNREACH:
+                raise
+            self._producers.pop(ident, None)  # that producer has gone
             return False
 
     def _flush_credit(self, partial: bool = False) -> None:
-        # Acknowledge first: a window announcement counts what the producer still has in flight.
-        due = self._unacked and (partial or self._unacked >= self.ack_every)
-        if due and self._send_control(credit_ack(self._unacked)):
-            self._unacked = 0
-        if self._announce and self._send_control(credit_set(self.hwm)):
-            self._announce = False
+        for ident, p in list(self._producers.items()):
+            # Acknowledge first: a window announcement counts what the producer still has in flight.
+            due = p.unacked and (partial or p.unacked >= self.ack_every)
+            if due and self._send_control(ident, credit_ack(p.unacked)):
+                p.unacked = 0
+            if p.announce and self._send_control(ident, credit_set(self.hwm)):
+                p.announce = False
 
     def __iter__(self) -> Iterator[Any]:
         if self._sock is None:
@@ -130,40 +175,88 @@ class RemoteDataZMQ(DataFlow):
             while True:
                 yield self._next()
 
+    def _warn_silence(self) -> None:
+        self._warned = True
+        if self.bind:
+            pairing = (
+                "it binds (bind=True), so producers must connect to it: send_dataflow_zmq(df, addr) "
+                "connects by default; a `dataflow serve` server binds too, so read one with bind=False"
+            )
+        else:
+            pairing = (
+                "it connects (bind=False), so the producer must bind: `dataflow serve --bind ADDR`, "
+                "or send_dataflow_zmq(df, addr, bind=True); if producers connect to this consumer, "
+                "pass bind=True"
+            )
+        logger.warning(
+            "RemoteDataZMQ: nothing received on %s for %.0f s; %s. Also check the address, the CURVE "
+            "keys (a refused client gets only silence) and firewalls.",
+            self.addr,
+            time.monotonic() - self._data_at,
+            pairing,
+        )
+
+    def _wait(self, last: float, resync_at: float) -> float:
+        """Nothing queued: wait a little, acknowledging and re-announcing; return the next resync time."""
+        # In a steady stream the next datapoint comes within a moment; acknowledging each one
+        # while waiting for it would double the messages both sides handle.
+        if self._sock.poll(PARTIAL_ACK_AFTER_MS):
+            return resync_at
+        # The producer may be waiting for credit: it can cap our window below ack_every.
+        self._flush_credit(partial=True)
+        waiting = any(p.announce for p in self._producers.values()) or not self._producers
+        if self._sock.poll(100 if waiting else int(RESYNC_S * 1000) // 4):
+            return resync_at
+        self._flush_credit(partial=True)
+        now = time.monotonic()
+        if self.timeout is not None and now - last > self.timeout:
+            raise TimeoutError(f"RemoteDataZMQ: no datapoint from {self.addr} for {self.timeout:g} s")
+        if not self._warned and now - self._data_at > SILENCE_WARN_S:
+            self._warn_silence()
+        if now >= resync_at:
+            for p in self._producers.values():
+                p.announce = True
+            resync_at = now + RESYNC_S
+        return resync_at
+
     def _next(self) -> Any:
         sock = self._sock
         if sock is None or sock.closed:
             raise DataFlowTerminated("RemoteDataZMQ was closed")
         last = time.monotonic()
         resync_at = last + RESYNC_S
-        while True:
+        routed = self.bind
+        if self._credit_due:
+            self._credit_due = False
             self._flush_credit()
-            if not sock.get(zmq.EVENTS) & zmq.POLLIN:
-                if not sock.poll(100 if self._announce else int(RESYNC_S * 1000) // 4):
-                    self._flush_credit(partial=True)
-                    now = time.monotonic()
-                    if self.timeout is not None and now - last > self.timeout:
-                        raise TimeoutError(
-                            f"RemoteDataZMQ: no datapoint from {self.addr} for {self.timeout:g} s"
-                        ) from None
-                    if now >= resync_at:
-                        self._announce = True
-                        resync_at = now + RESYNC_S
-                continue
-            frames = sock.recv_multipart(copy=False)
+        while True:
             try:
-                msg = decode_message(frames, self.allow_pickle, self.limits)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                resync_at = self._wait(last, resync_at)
+                continue
+            ident = frames[0].bytes if routed else None
+            producer = self._producers.get(ident)
+            try:
+                msg = decode_message(frames[1:] if routed else frames, self.allow_pickle, self.limits)
             except WireFormatError as e:
                 self.malformed += 1
-                self._unacked += 1
+                if producer is not None:
+                    producer.unacked += 1  # it used up credit all the same
                 logger.warning("RemoteDataZMQ: skipped a malformed message from %s: %s", self.addr, e)
                 continue
+            if producer is None:  # a producer that connected to this binding consumer
+                producer = self._producers[ident] = _Producer()
             if isinstance(msg, ControlMessage):
-                if msg.kind != "ping":
+                if msg.kind not in ("ping", "hello"):
                     logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind)
                 continue
-            self._unacked += 1
+            producer.unacked += 1
+            # Acknowledged on the next call, once the caller is done with this datapoint.
+            self._credit_due = self._credit_due or producer.unacked >= self.ack_every or producer.announce
             self.received += 1
+            self._data_at = time.monotonic()
+            self._warned = False
             return msg
 
     def close(self) -> None:

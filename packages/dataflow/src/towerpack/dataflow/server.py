@@ -3,8 +3,10 @@
 Each consumer (:class:`RemoteDataZMQ`) announces a window and acknowledges what it receives.
 The server round-robins over consumers that have credit, so a slow consumer only slows
 itself; it keeps every sent-but-unacknowledged datapoint and gives those to other consumers
-when their consumer disconnects, so a dead consumer strands nothing. Messages from clients are
-validated; anything malformed is logged and ignored.
+when their consumer disconnects, so a dead consumer strands nothing; ZMQ heartbeats disconnect
+a consumer that hangs. Messages from clients are validated; anything malformed is logged and
+ignored. A server that connects (``bind=False``) says hello to the binding consumer until it
+hears from it (see :mod:`towerpack.dataflow.credit`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from .base import DataFlow
+from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, hello, set_heartbeat
 from .security import apply_server_keys
 from .wire import ControlMessage, WireFormatError, WireLimits, decode_message, encode, encode_control
 
@@ -30,6 +33,8 @@ logger = logging.getLogger(__name__)
 #: Consumers are probed this long after a disconnect is seen, and every PROBE_PERIOD_S anyway.
 PROBE_DELAYS_S = (0.05, 0.3, 1.5)
 PROBE_PERIOD_S = 5.0
+#: A server that connects says hello this often until the consumer answers.
+HELLO_PERIOD_S = 0.2
 #: Largest window one consumer may ask for.
 MAX_WINDOW = 1000
 #: Client messages are small control messages; anything bigger closes that connection.
@@ -62,12 +67,18 @@ class DataServer:
 
     Args:
         df: the dataflow; ``reset_state`` is called by :meth:`serve`.
-        addr: endpoint to bind (or connect, with ``bind=False``).
-        hwm: the most datapoints in flight to one consumer (a consumer's own window may be smaller).
+        addr: endpoint to bind (or connect, with ``bind=False``, to a consumer that binds).
+        hwm: the most datapoints in flight to one consumer, 1 to ``MAX_WINDOW``; a consumer that
+            announces a larger window gets this one. With ``dp_bytes`` per datapoint, the server
+            holds at most about ``hwm * consumers * dp_bytes`` of sent, unacknowledged data.
         curve_secret_key: the server's ``.key_secret`` file: enables CURVE encryption.
-        curve_authorized: directory of client public keys allowed in (default: any client).
+        curve_authorized: directory of client public keys allowed in (default: any client); it is
+            read once, when the server starts.
         allow_pickle: let datapoints that are not arrays/numbers/strings travel pickled.
         report: called with a status line whenever the number of consumers changes.
+        heartbeat: disconnect a consumer that answers no ZMQ heartbeat for this many seconds (it
+            hangs, or the network dropped it) and give its unacknowledged datapoints to the
+            others; None: only when its connection closes.
     """
 
     def __init__(
@@ -81,13 +92,18 @@ class DataServer:
         curve_authorized: Any = None,
         allow_pickle: bool = False,
         report=None,
+        heartbeat: float | None = HEARTBEAT_S,
     ) -> None:
         if curve_authorized is not None and curve_secret_key is None:
             raise ValueError("curve_authorized needs curve_secret_key (the server's own key)")
+        if isinstance(hwm, bool) or not isinstance(hwm, int) or not 1 <= hwm <= MAX_WINDOW:
+            raise ValueError(f"hwm must be an integer from 1 to {MAX_WINDOW}, got {hwm!r}")
+        check_heartbeat(heartbeat)
         self.df = df
         self.addr = addr
         self.bind = bind
-        self.hwm = min(max(int(hwm), 1), MAX_WINDOW)
+        self.hwm = hwm
+        self.heartbeat = heartbeat
         self.curve_secret_key = curve_secret_key
         self.curve_authorized = curve_authorized
         self.allow_pickle = allow_pickle
@@ -137,7 +153,6 @@ class DataServer:
                 return
             peer = self.peers[ident] = _Peer()
             self._order.append(ident)
-            self.report(f"serving on {self.addr}" + (" (CURVE)" if self.auth is not None else ""))
             self._say_count()
         for _ in range(min(ack, len(peer.unacked))):
             peer.unacked.popleft()
@@ -154,6 +169,14 @@ class DataServer:
             except zmq.ZMQError as e:
                 if e.errno == zmq.EHOSTUNREACH:
                     self._drop_peer(ident)
+
+    def _say_hello(self) -> None:
+        """Connected to a binding consumer that has not granted credit yet: make ourselves known."""
+        try:
+            self.sock.send_multipart([BOUND_CONSUMER_ID, *hello()], flags=zmq.NOBLOCK)
+        except zmq.ZMQError as e:
+            if e.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):  # not connected yet, or busy
+                raise
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -211,6 +234,7 @@ class DataServer:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.SNDHWM, self.hwm + 16)
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_CLIENT_MESSAGE)
+        set_heartbeat(self.sock, self.heartbeat)
         if self.curve_secret_key is not None:
             try:
                 self.auth = apply_server_keys(
@@ -253,6 +277,7 @@ class DataServer:
             poller.register(self.monitor, zmq.POLLIN)
             end = None if duration is None else time.monotonic() + duration
             next_probe = time.monotonic() + PROBE_PERIOD_S
+            next_hello = 0.0
             self.report(f"serving on {self.addr}" + (" (CURVE)" if self.auth is not None else ""))
             self._say_count()
             while max_datapoints is None or self.sent < max_datapoints:
@@ -269,12 +294,20 @@ class DataServer:
                     while self.monitor.poll(0, zmq.POLLIN):
                         recv_monitor_message(self.monitor)
                     self._probe_at = [now + d for d in PROBE_DELAYS_S]
+                    if not self.bind:
+                        # Our one connection broke: the consumer we reconnect to (maybe a new one
+                        # under the same name) must get again what was not acknowledged.
+                        for ident in list(self.peers):
+                            self._drop_peer(ident)
                 if (self._probe_at and now >= self._probe_at[0]) or now >= next_probe:
                     if self._probe_at and now >= self._probe_at[0]:
                         self._probe_at.pop(0)
                     else:
                         next_probe = now + PROBE_PERIOD_S
                     self._probe()
+                if not self.bind and not self.peers and now >= next_hello:
+                    self._say_hello()
+                    next_hello = now + HELLO_PERIOD_S
                 budget = 32 if max_datapoints is None else min(32, max_datapoints - self.sent)
                 self._send_some(budget)
         finally:
@@ -285,6 +318,9 @@ class DataServer:
 def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, bind: bool = False, **kwargs: Any) -> None:
     """Serve ``df`` forever to :class:`RemoteDataZMQ` consumers (connecting to ``addr`` by default).
 
-    A thin wrapper over :class:`DataServer`; ``kwargs`` go to it (CURVE keys, ``allow_pickle``).
+    By default it connects to a consumer that binds (``RemoteDataZMQ(addr, bind=True)``), and
+    several producers may connect to one such consumer; with ``bind=True`` it binds, for
+    consumers that connect. A thin wrapper over :class:`DataServer`; ``kwargs`` go to it (CURVE
+    keys, ``allow_pickle``, ``heartbeat``).
     """
     DataServer(df, addr, bind=bind, hwm=hwm, **kwargs).serve()

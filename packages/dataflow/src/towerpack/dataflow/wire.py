@@ -3,13 +3,15 @@
 A message is ``[header, frame_0, frame_1, ...]``. The header is a msgpack map
 ``{"v": 1, "k": kind, ...}``. For a datapoint (kind ``"dp"``) it holds ``"s"``, a tree that
 describes the datapoint's structure; arrays appear in the tree as ``["a", dtype, shape]`` and
-consume the following frames in order. Other kinds are control messages (worker errors, pings,
-credits) that carry only a header.
+bytes values of at least ``BYTES_FRAME_MIN`` bytes as ``["b", length]``; each of these consumes
+the next frame in order. Other kinds are control messages (worker errors, pings, credits) that
+carry only a header.
 
 Receiving never copies array data: arrays are ``np.frombuffer`` views of the received
 frames. Every header is checked (allowed dtypes, ``prod(shape) * itemsize`` equal to the frame
 length, bounded counts, sizes and nesting) before any frame is touched; any violation raises
-:class:`WireFormatError`. Pickle is used only where both sides pass ``allow_pickle=True``.
+:class:`WireFormatError`. The encoder enforces the same limits, so that it never produces a
+message that receivers reject. Pickle is used only where both sides pass ``allow_pickle=True``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 import msgpack
 import numpy as np
 import zmq
+
+from .interrupts import install_interrupt_rescue
 
 __all__ = [
     "ALLOWED_DTYPES",
@@ -37,6 +41,11 @@ __all__ = [
 ]
 
 VERSION = 1
+#: Bytes values this long or longer travel in a frame of their own rather than in the header.
+BYTES_FRAME_MIN = 1024
+
+# Received arrays view zmq frames, and pyzmq can lose a Ctrl-C while freeing one.
+install_interrupt_rescue()
 
 #: dtype strings accepted on the wire (little-endian numeric types and bool).
 ALLOWED_DTYPES = frozenset(
@@ -69,7 +78,7 @@ class WireFormatError(ValueError):
 
 @dataclass(frozen=True)
 class WireLimits:
-    """Upper bounds enforced on every received message."""
+    """Upper bounds enforced on every received message (and, at their defaults, on every sent one)."""
 
     max_frames: int = 1024
     max_header_bytes: int = 1 << 20
@@ -94,15 +103,29 @@ class ControlMessage:
 # Encoding
 
 
+_MAX_NDIM = DEFAULT_LIMITS.max_ndim
+_MAX_ARRAY_BYTES = DEFAULT_LIMITS.max_array_bytes
+#: Every header node takes at least this many bytes, so smaller headers cannot exceed max_nodes.
+_MIN_NODE_BYTES = 3
+
+
+def _check_array_limits(arr: np.ndarray) -> None:
+    if arr.ndim > _MAX_NDIM:
+        raise WireFormatError(f"array with {arr.ndim} dimensions is over the limit of {_MAX_NDIM}")
+    if arr.nbytes > _MAX_ARRAY_BYTES:
+        raise WireFormatError(f"array of {arr.nbytes} bytes is over the limit of {_MAX_ARRAY_BYTES}")
+
+
 def _encode_node(obj: Any, frames: list, allow_pickle: bool, depth: int) -> Any:
     if depth > DEFAULT_LIMITS.max_depth:
         raise WireFormatError(f"datapoint nested deeper than {DEFAULT_LIMITS.max_depth} levels")
     if type(obj) is np.ndarray and obj.flags.c_contiguous:  # the common case, kept fast
         dstr = obj.dtype.str
-        if dstr in _DTYPES and obj.ndim:
+        if dstr in _DTYPES and 0 < obj.ndim <= _MAX_NDIM and obj.nbytes <= _MAX_ARRAY_BYTES:
             frames.append(obj)
             return ["a", dstr, list(obj.shape)]
     if isinstance(obj, np.ndarray):
+        _check_array_limits(obj)
         arr = obj
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
@@ -120,6 +143,13 @@ def _encode_node(obj: Any, frames: list, allow_pickle: bool, depth: int) -> Any:
         return ["a", arr.dtype.str, list(arr.shape)]
     if isinstance(obj, np.generic):
         return _encode_node(np.asarray(obj), frames, allow_pickle, depth)
+    if isinstance(obj, bytes) and len(obj) >= BYTES_FRAME_MIN:
+        if len(obj) > _MAX_ARRAY_BYTES:
+            raise WireFormatError(
+                f"a bytes value of {len(obj)} bytes is over the limit of {_MAX_ARRAY_BYTES}"
+            )
+        frames.append(obj)
+        return ["b", len(obj)]
     if obj is None or isinstance(obj, (bool, int, float, str, bytes)):
         if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**64:
             raise WireFormatError(f"integer {obj} does not fit in 64 bits")
@@ -144,11 +174,47 @@ def _encode_node(obj: Any, frames: list, allow_pickle: bool, depth: int) -> Any:
     )
 
 
+def _count_nodes(node: list) -> int:
+    if node[0] in ("l", "t"):
+        return 1 + sum(_count_nodes(c) for c in node[1])
+    if node[0] == "d":
+        return 1 + sum(_count_nodes(c) for _, c in node[1])
+    return 1
+
+
+def _check_message_limits(header: bytes, tree: list, nframes: int) -> None:
+    """Refuse to send what every receiver with the default :class:`WireLimits` would reject."""
+    limits = DEFAULT_LIMITS
+    if nframes > limits.max_frames:
+        raise WireFormatError(
+            f"datapoint has {nframes} arrays and large bytes values, over the wire limit of "
+            f"{limits.max_frames} frames (WireLimits.max_frames): stack them into fewer arrays "
+            "or put fewer items in one datapoint"
+        )
+    if len(header) > limits.max_header_bytes:
+        raise WireFormatError(
+            f"datapoint header is {len(header)} bytes, over the wire limit of {limits.max_header_bytes} "
+            "(WireLimits.max_header_bytes): numbers, strings and bytes values shorter than "
+            f"{BYTES_FRAME_MIN} bytes travel in the header; send them as numpy arrays, send long "
+            "strings as bytes, or put fewer items in one datapoint"
+        )
+    if len(header) > _MIN_NODE_BYTES * limits.max_nodes and _count_nodes(tree) > limits.max_nodes:
+        raise WireFormatError(
+            f"datapoint has more than {limits.max_nodes} values (WireLimits.max_nodes): "
+            "send them as numpy arrays, or put fewer items in one datapoint"
+        )
+
+
 def encode(dp: Any, allow_pickle: bool = False) -> list:
-    """Encode a datapoint as a list of frames (header bytes, then arrays as zero-copy buffers)."""
+    """Encode a datapoint as a list of frames (header bytes, then arrays as zero-copy buffers).
+
+    Raises :class:`WireFormatError` for what cannot be sent, including datapoints over the
+    receivers' default :class:`WireLimits` (too many frames, too large a header).
+    """
     frames: list = []
     tree = _encode_node(dp, frames, allow_pickle, 0)
     header = msgpack.packb({"v": VERSION, "k": "dp", "s": tree}, use_bin_type=True)
+    _check_message_limits(header, tree, len(frames))
     return [header, *frames]
 
 
@@ -188,7 +254,7 @@ class _Planner:
     def __init__(self, limits: WireLimits) -> None:
         self.nframes = 0
         self.nodes = 0
-        self.pickled = False
+        self.uncacheable = False
         self.limits = limits
         self.max_nodes, self.max_depth, self.max_ndim = limits.max_nodes, limits.max_depth, limits.max_ndim
 
@@ -216,8 +282,15 @@ class _Planner:
                     raise WireFormatError(f"malformed dict item {_short(item)}")
                 items.append((item[0], self.node(item[1], depth + 1)))
             return ("d", items)
+        if tag == "b" and len(n) == 2:
+            size = n[1]
+            if type(size) is not int or not 0 <= size <= self.limits.max_array_bytes:
+                raise WireFormatError(f"malformed bytes node {_short(n)}")
+            self.uncacheable = True  # lengths vary from message to message
+            self.nframes += 1
+            return ("b", size, self.nframes)
         if tag == "p" and len(n) == 1:
-            self.pickled = True
+            self.uncacheable = True
             self.nframes += 1
             return ("p", self.nframes)
         raise WireFormatError(f"unknown structure node {_short(n)}")
@@ -264,6 +337,12 @@ def _build(node: tuple, frames: list, allow_pickle: bool) -> Any:
         return tuple(_build(c, frames, allow_pickle) for c in node[1])
     if tag == "d":
         return {k: _build(c, frames, allow_pickle) for k, c in node[1]}
+    if tag == "b":
+        _, size, index = node
+        flen = _frame_len(frames[index])
+        if flen != size:
+            raise WireFormatError(f"bytes value needs {size} bytes but its frame has {flen}")
+        return _frame_bytes(frames[index])
     if not allow_pickle:
         raise WireFormatError(
             "message contains a pickled object but pickle is not enabled "
@@ -304,7 +383,12 @@ def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits 
         header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except Exception as e:  # msgpack raises several unrelated types for bad input
         raise WireFormatError(f"header is not valid msgpack ({type(e).__name__}: {e})") from None
-    if not isinstance(header, dict) or header.get("v") != VERSION or not isinstance(header.get("k"), str):
+    if (
+        not isinstance(header, dict)
+        or type(header.get("v")) is not int  # not a bool, which would equal 1
+        or header["v"] != VERSION
+        or not isinstance(header.get("k"), str)
+    ):
         raise WireFormatError(f"header is not a version-{VERSION} message header: {_short(header)}")
     kind = header["k"]
     if kind != "dp":
@@ -315,7 +399,7 @@ def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits 
         raise WireFormatError("datapoint header has no structure")
     planner = _Planner(limits)
     plan = (planner.node(header["s"], 0), planner.nframes)
-    if not planner.pickled and limits is DEFAULT_LIMITS:
+    if not planner.uncacheable and limits is DEFAULT_LIMITS:
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[raw] = plan

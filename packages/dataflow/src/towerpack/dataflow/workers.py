@@ -1,16 +1,19 @@
 """A group of worker processes that talk to their parent over ZMQ, with death detection.
 
-The parent polls its sockets together with every worker's process sentinel, so a worker that
-dies (even by SIGKILL) is noticed at once and reported as :class:`DataFlowWorkerError`.
+The parent polls its sockets together with every worker's process sentinel when it waits, and
+checks the sentinels every ``LIVENESS_CHECK_S`` while data is queued, so a worker that dies
+(even by SIGKILL) is reported as :class:`DataFlowWorkerError` within a fraction of a second.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import multiprocessing.util  # noqa: F401 (registers its exit hook now, so that ours runs first)
+import multiprocessing.connection
+import multiprocessing.util  # registers its exit hook now, so that ours runs first
 import os
 import pickle
+import time
 import traceback
 import uuid
 import weakref
@@ -27,6 +30,10 @@ __all__ = ["DataFlowWorkerError", "WorkerGroup", "ipc_address", "worker_recv", "
 
 #: How often a blocked worker checks that its parent is still alive (ms).
 LIVENESS_POLL_MS = 500
+#: While data is queued the consumer never waits, so it checks its workers this often (s).
+LIVENESS_CHECK_S = 0.25
+#: How long to look through queued messages for the report of a worker that exited by itself (s).
+REPORT_GRACE_S = 1.0
 
 
 class DataFlowWorkerError(RuntimeError):
@@ -96,6 +103,7 @@ class WorkerGroup:
         ]
         self.sentinels: dict[int, int] = {}
         self.stopped = False
+        self._check_at = 0.0
 
     def start(self) -> None:
         # multiprocessing joins its children at exit; ours must be stopped before that, so this
@@ -128,11 +136,25 @@ class WorkerGroup:
         for fd in self.sentinels:
             poller.register(fd, zmq.POLLIN)
 
-    def died_error(self, index: int) -> DataFlowWorkerError:
+    def dead_worker(self) -> int | None:
+        """The index of a worker that has exited, looked for at most every ``LIVENESS_CHECK_S``."""
+        now = time.monotonic()
+        if now < self._check_at:
+            return None
+        self._check_at = now + LIVENESS_CHECK_S
+        ready = multiprocessing.connection.wait(list(self.sentinels), 0)
+        return self.sentinels[ready[0]] if ready else None
+
+    def exitcode(self, index: int) -> int | None:
         p = self.procs[index]
         p.join(0.1)
+        return p.exitcode
+
+    def died_error(self, index: int) -> DataFlowWorkerError:
+        p = self.procs[index]
         return DataFlowWorkerError(
-            f"{self.name} worker {index} (pid {p.pid}) {describe_exit(p.exitcode)} without reporting an error"
+            f"{self.name} worker {index} (pid {p.pid}) {describe_exit(self.exitcode(index))} "
+            "without reporting an error"
         )
 
     def stop(self) -> None:
@@ -151,14 +173,30 @@ def raise_if_error(msg: Any, group_name: str) -> Any:
     return msg
 
 
+def worker_died(sock: zmq.Socket, group: WorkerGroup, index: int, allow_pickle: bool) -> DataFlowWorkerError:
+    """The error for worker ``index``, which exited: the traceback it reported, or how it died."""
+    exitcode = group.exitcode(index)
+    if exitcode is not None and exitcode >= 0:
+        # It exited by itself, so it sent a report first, queued behind what it and the others
+        # sent before. Other workers keep sending, so the search is bounded in time.
+        deadline = time.monotonic() + REPORT_GRACE_S
+        while (left := deadline - time.monotonic()) > 0 and sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+            raise_if_error(decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name)
+    return group.died_error(index)
+
+
 def recv_from_workers(
     sock: zmq.Socket, group: WorkerGroup, poller: zmq.Poller, allow_pickle: bool = False
 ) -> Any:
     """Receive one decoded message on ``sock``; raise if a worker reported an error or died."""
     if group.stopped:
         raise DataFlowTerminated(f"{group.name} was closed")
-    if sock.get(zmq.EVENTS) & zmq.POLLIN:  # fast path: a message is already queued
-        return raise_if_error(decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name)
+    dead = group.dead_worker()
+    if dead is not None:
+        raise worker_died(sock, group, dead, allow_pickle)
+    with contextlib.suppress(zmq.Again):  # fast path: a message is already queued
+        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+        return raise_if_error(decode_message(frames, allow_pickle), group.name)
     while True:
         events = dict(poller.poll())
         if events.get(sock):
@@ -166,10 +204,4 @@ def recv_from_workers(
             return raise_if_error(decode_message(frames, allow_pickle), group.name)
         for fd in events:
             if fd in group.sentinels:
-                # The worker may have sent its error report just before exiting: give it a moment.
-                if sock.poll(200, zmq.POLLIN):
-                    while sock.poll(0, zmq.POLLIN):
-                        raise_if_error(
-                            decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name
-                        )
-                raise group.died_error(group.sentinels[fd])
+                raise worker_died(sock, group, group.sentinels[fd], allow_pickle)
