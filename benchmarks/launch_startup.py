@@ -8,6 +8,7 @@ Usage: ``python benchmarks/launch_startup.py [-n 5]``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -42,7 +43,10 @@ def one_run(cmd: list[str], out: Path, env: dict) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--repeat", type=int, default=5, help="runs of each launcher (default 5)")
+    parser.add_argument("--quick", action="store_true", help="2 runs of each launcher")
     args = parser.parse_args()
+    if args.quick:
+        args.repeat = min(args.repeat, 2)
     bindir = Path(sys.executable).parent
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     horovodrun = shutil.which("horovodrun", path=env["PATH"])
@@ -73,6 +77,12 @@ def main() -> int:
     if len(medians) == 2:
         ours, theirs = medians.values()
         print(f"{'ratio launch/horovodrun':<26}{ours[0] / theirs[0]:>15.2f}{ours[1] / theirs[1]:>10.2f}")
+        for i, case in enumerate(("to hvd.init()", "to exit")):
+            result = {"benchmark": "launch_startup", "case": case, "ours": round(ours[i], 3)}
+            result.update(
+                baseline=round(theirs[i], 3), unit="s", ratio=round(ours[i] / theirs[i], 3), goal=None
+            )
+            print("RESULT " + json.dumps(result))
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from support.launcher_run import launch, rank_script
+from towerpack.launcher import gpus
 from towerpack.launcher.cli import parse
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.hosts import expand_nodelist, parse_hostfile, parse_hosts
@@ -72,6 +73,27 @@ def test_unknown_gpu_id(fake_gpus):
     _one_error_line(launch("--gpus", "0,5", REPORT, env=fake_gpus), "unknown GPU id 5", "0, 1")
 
 
+def test_gpu_ids_index_into_an_inherited_cuda_visible_devices(fake_gpus):
+    # Under a scheduler that only sets CUDA_VISIBLE_DEVICES, ranks must stay on the allocated devices.
+    env = dict(fake_gpus, CUDA_VISIBLE_DEVICES="1")
+    assert gpus.select("all", env) == ["1"]
+    assert gpus.select("0", env) == ["1"]
+    assert gpus.select("1,0", dict(fake_gpus, CUDA_VISIBLE_DEVICES="GPU-aaaa, GPU-bbbb")) == [
+        "GPU-bbbb",
+        "GPU-aaaa",
+    ]
+    assert gpus.select("all", fake_gpus) == ["0", "1"]  # not set: every GPU nvidia-smi lists
+    with pytest.raises(UsageError, match=r"unknown GPU id 1 \(CUDA_VISIBLE_DEVICES=1 makes GPUs 0 visible\)"):
+        gpus.select("0,1", env)
+    with pytest.raises(UsageError, match="empty"):
+        gpus.select("all", dict(fake_gpus, CUDA_VISIBLE_DEVICES=""))
+    _one_error_line(launch("--gpus", "0,1", REPORT, env=env), "unknown GPU id 1", "CUDA_VISIBLE_DEVICES=1")
+
+
+def test_unknown_second_host_is_one_line_and_exit_2():
+    _one_error_line(launch("--hosts", "127.0.0.2:1,no-such-host.invalid:1", REPORT), "no-such-host.invalid")
+
+
 def test_malformed_hostfile(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("a slots=2\nb slots=two\n")
@@ -123,10 +145,30 @@ def test_slurm_variables_select_per_node_mode():
     assert (spec.nnodes, spec.node_rank, spec.master_port) == (3, 2, 2000)
 
 
+def test_slurm_step_variables_win_over_the_job_ones():
+    # A step on nodes 3 and 4 of a five-node job: node ids and the master come from the step.
+    env = {
+        "SLURM_NNODES": "5",
+        "SLURM_JOB_NODELIST": "127.0.0.[1-5]",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_NODELIST": "127.0.0.[3-4]",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_ID": "7",
+    }
+    spec = parse(["--np", "1", REPORT], env=env)
+    assert (spec.nnodes, spec.node_rank, spec.master_addr, spec.node_addr) == (2, 1, "127.0.0.3", "127.0.0.4")
+
+
 def test_script_arguments_pass_through_untouched():
     spec = parse(["--np", "2", REPORT, "--np", "7", "-m", "--", "x"], env={})
     assert spec.argv == [sys.executable, "-u", REPORT, "--np", "7", "-m", "--", "x"]
     spec = parse(["--np", "1", "-m", "json.tool", "--sort-keys"], env={})
     assert spec.argv == [sys.executable, "-u", "-m", "json.tool", "--sort-keys"]
+    # A "--" right after the script is the script's; one before the script is the launcher's.
+    assert parse(["--np", "2", REPORT, "--", "x"], env={}).argv == [sys.executable, "-u", REPORT, "--", "x"]
+    spec = parse(["--np", "2", "--", REPORT, "--", "x"], env={})
+    assert spec.argv == [sys.executable, "-u", REPORT, "--", "x"]
+    assert spec.target == ["--", REPORT, "--", "x"]  # what a remote agent is given, parsed the same way
+    assert parse(["--np", "2", *spec.target], env={}).argv == spec.argv
     with pytest.raises(UsageError):
         parse(["--np", "1", "--hosts", "a:1", REPORT], env={})

@@ -130,6 +130,32 @@ def test_node_1_stops_when_node_0_is_killed(tmp_path):
             proc.wait()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_losing_a_node_ends_the_job_despite_restarts(tmp_path, sig):
+    # Node 0 cannot restart processes on a node whose launcher is gone: no restart, no wait for its ranks.
+    port = free_port()
+    node0 = _node(
+        0, port, "--np", "1", "--backend", "none", "--max-restarts", "2", BEHAVE, str(tmp_path), "sleep"
+    )
+    node1 = _node(1, port, "--np", "1", BEHAVE, str(tmp_path), "sleep", addr="127.0.0.2")
+    try:
+        wait_ready(tmp_path, 2)
+        node1.send_signal(sig)
+        lost = time.monotonic()
+        (rc0, _, err0), _ = _finish(node0, node1, timeout=30)
+        assert time.monotonic() - lost < 10.0
+        assert rc0 == (1 if sig == signal.SIGKILL else 128 + sig), err0
+        assert "restarting the job" not in err0
+        cause = "lost contact with its launcher" if sig == signal.SIGKILL else "killed by SIGTERM"
+        assert f"node 1 (127.0.0.2) failed first ({cause}); stopped the other 1 process(es)" in err0
+        assert "not restarting: lost node 1 (127.0.0.2)" in err0
+        assert_job_gone(timeout=5.0)
+    finally:
+        for proc in (node0, node1):
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture
 def sshd(tmp_path):
     if sshd_path() is None:
@@ -249,6 +275,17 @@ def test_signal_to_a_node_launcher_stops_the_job(tmp_path):
         for proc in (node0, node1):
             proc.kill()
             proc.wait()
+
+
+def test_ssh_unknown_gpu_on_a_remote_host_is_one_line_and_exit_2(sshd, tmp_path, fake_gpus):
+    # The remote agent refuses --gpus 5 (its nvidia-smi lists GPUs 0 and 1; PATH is carried over).
+    args = ["--hosts", "127.0.0.2:1", *sshd.client_args(), "--gpus", "5", "--backend", "none"]
+    proc = launch(*args, REPORT, str(tmp_path), env=fake_gpus)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("launch: error: on host 127.0.0.2: unknown GPU id 5"), (
+        lines
+    )
 
 
 def test_ssh_refused_is_one_clear_line(sshd, tmp_path):

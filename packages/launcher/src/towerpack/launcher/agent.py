@@ -14,29 +14,29 @@ from towerpack.launcher import net, watchdog
 from towerpack.launcher.coordinator import local_info, say
 from towerpack.launcher.group import LocalGroup, Task
 from towerpack.launcher.nodes import Channel
-from towerpack.launcher.signals import as_events
+from towerpack.launcher.signals import Received, as_events
 from towerpack.launcher.spec import LaunchSpec
 
 
-def _connect(addr: str, port: int, timeout: float, events: queue.Queue) -> socket.socket | None:
+def _connect(addr: str, port: int, timeout: float, received: Received) -> socket.socket | None:
     deadline = time.monotonic() + timeout
     while True:
         try:
             return socket.create_connection((addr, port), timeout=5.0)
         except OSError:
-            if time.monotonic() > deadline or any(e[0] == "signal" for e in list(events.queue)):
+            if time.monotonic() > deadline or received.last:
                 return None
             time.sleep(0.3)
 
 
 def run(spec: LaunchSpec) -> int:
     tag = f"{spec.job_id}-{uuid.uuid4().hex[:8]}"
-    events: queue.Queue = queue.Queue()
+    events: queue.SimpleQueue = queue.SimpleQueue()
     dog = watchdog.start(tag)
     group = None
     try:
-        with as_events(events):
-            sock = _connect(spec.master_addr, spec.master_port, spec.start_timeout, events)
+        with as_events(events) as received:
+            sock = _connect(spec.master_addr, spec.master_port, spec.start_timeout, received)
             if sock is None:
                 where = f"{spec.master_addr}:{spec.master_port}"
                 say(f"could not reach node 0 at {where} within {spec.start_timeout:g} s")
@@ -63,7 +63,7 @@ def run(spec: LaunchSpec) -> int:
         watchdog.stop(dog)
 
 
-def _pump(channel: Channel, events: queue.Queue) -> None:
+def _pump(channel: Channel, events: queue.SimpleQueue) -> None:
     while True:
         msg = channel.recv()
         events.put(("msg", None, msg))
@@ -71,7 +71,7 @@ def _pump(channel: Channel, events: queue.Queue) -> None:
             return
 
 
-def _watch_stdin(events: queue.Queue) -> None:
+def _watch_stdin(events: queue.SimpleQueue) -> None:
     # Started over ssh: the channel's end of stdin means the launcher that started us is gone.
     # os.read, not sys.stdin: a daemon thread blocked in a buffered read breaks interpreter shutdown.
     while os.read(0, 65536):
@@ -79,7 +79,9 @@ def _watch_stdin(events: queue.Queue) -> None:
     events.put(("msg", None, None))
 
 
-def _serve(spec: LaunchSpec, channel: Channel, group: LocalGroup, host: str, events: queue.Queue) -> int:
+def _serve(
+    spec: LaunchSpec, channel: Channel, group: LocalGroup, host: str, events: queue.SimpleQueue
+) -> int:
     while True:
         kind, _, payload = events.get()
         if kind == "signal":
@@ -92,6 +94,7 @@ def _serve(spec: LaunchSpec, channel: Channel, group: LocalGroup, host: str, eve
                     "host": host,
                     "code": -payload,
                     "tail": [f"the launcher of node {spec.node_rank} received {name}"],
+                    "time": time.time(),
                 }
             )
             group.stop()

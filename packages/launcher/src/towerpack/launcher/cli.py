@@ -33,6 +33,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="launch",
+        usage="launch [options] SCRIPT [ARGS...]\n       launch [options] -m MODULE [ARGS...]",
         description="Start, connect and supervise one process per GPU, slot or host.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -89,8 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--job-id", help=argparse.SUPPRESS)
     p.add_argument("--watch-stdin", action="store_true", help=argparse.SUPPRESS)
 
-    p.add_argument("script", help="training script (or module with -m, or executable with --no-python)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script untouched")
+    # One REMAINDER positional: a separate "script" positional would swallow a "--" right after it.
+    p.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="SCRIPT [ARGS...]",
+        help="training script (or module with -m, or executable with --no-python) and its arguments, "
+        "passed untouched",
+    )
     return p
 
 
@@ -104,15 +111,21 @@ def _master(value: str) -> tuple[str, int]:
 
 
 def _slurm(env: dict) -> dict | None:
-    """Node layout from Slurm's variables, when this runs inside an allocation."""
-    if not all(k in env for k in ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")):
+    """Node layout from Slurm's variables, when this runs inside an allocation.
+
+    Inside a job step (srun) the step's own variables win: a step may use only some of the job's nodes,
+    and SLURM_NODEID counts within the step.
+    """
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+    nnodes = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES")
+    if not nodelist or not nnodes or "SLURM_NODEID" not in env:
         return None
-    nodes = expand_nodelist(env["SLURM_JOB_NODELIST"])
+    nodes = expand_nodelist(nodelist)
     node_rank = int(env["SLURM_NODEID"])
     # A port derived from the job id keeps two jobs sharing a node from fighting over one port.
     port = 29400 + int(env.get("SLURM_JOB_ID", "0") or 0) % 1000
     return {
-        "nnodes": int(env["SLURM_NNODES"]),
+        "nnodes": int(nnodes),
         "node_rank": node_rank,
         "master": (nodes[0], port),
         "node_addr": nodes[node_rank] if node_rank < len(nodes) else None,
@@ -123,7 +136,7 @@ def _slurm(env: dict) -> dict | None:
 def _target(a: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(what each task runs, the user's command for remote agents)."""
     flags = (["-m"] if a.module else []) + (["--no-python"] if a.no_python else [])
-    target = [*flags, "--", a.script, *a.args]
+    target = [*flags, "--", a.script, *a.args]  # "--": a script named like an option stays the script
     if a.module:
         if a.no_python:
             raise UsageError("-m and --no-python cannot be combined")
@@ -148,8 +161,11 @@ def _positive(name: str, value: int | None, minimum: int = 1) -> None:
 def parse(argv: list[str], env: dict | None = None) -> LaunchSpec:
     env = os.environ if env is None else env
     a = build_parser().parse_args(argv)
-    if a.args[:1] == ["--"]:
-        a.args = a.args[1:]
+    # A "--" before the script ends the launcher's options; everything after the script is the script's.
+    command = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not command:
+        raise UsageError("give the script to run (or a module with -m)")
+    a.script, a.args = command[0], command[1:]
     _positive("--np", a.np)
     _positive("--ps", a.ps, 0)
     _positive("--max-restarts", a.max_restarts, 0)
@@ -200,7 +216,7 @@ def parse(argv: list[str], env: dict | None = None) -> LaunchSpec:
         raise UsageError("say how many processes: --np N, --gpus LIST, --hosts or --hostfile")
 
     gpu_ids = (
-        gpu_list.select(a.gpus)
+        gpu_list.select(a.gpus, env)
         if a.gpus is not None and (host_list is None or _any_local(host_list))
         else None
     )
@@ -218,6 +234,8 @@ def parse(argv: list[str], env: dict | None = None) -> LaunchSpec:
         spec.slots, spec.cuda = a.np, [""] * a.np
 
     if host_list is not None:
+        for h in host_list:
+            net.resolve(h.host)  # a typo in any host name: one clear line now, not an ssh failure later
         spec.mode, spec.hosts, spec.nnodes, spec.cuda = "ssh", host_list, len(host_list), gpu_ids
         spec.master_addr = _ssh_master(host_list, a.master)
         if a.master and ":" in a.master:

@@ -9,16 +9,17 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import replace
 
 from towerpack.launcher import net, ssh, watchdog
-from towerpack.launcher.errors import UsageError
+from towerpack.launcher.errors import USAGE_EXIT, UsageError
 from towerpack.launcher.group import Exit
 from towerpack.launcher.nodes import ControlServer, LocalNode
 from towerpack.launcher.plan import JobConfig, NodeInfo, build_tasks, ports_needed
 from towerpack.launcher.rendezvous import RendezvousServer
-from towerpack.launcher.signals import as_events
+from towerpack.launcher.signals import Received, as_events
 from towerpack.launcher.spec import LaunchSpec
 from towerpack.launcher.tagging import terminate
 
@@ -44,7 +45,8 @@ class Coordinator:
     def __init__(self, spec: LaunchSpec):
         self.spec = spec
         self.tag = f"{spec.job_id}-{uuid.uuid4().hex[:8]}"
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.received = Received()
         self.nodes: list = []
         self.ssh_agents: list[ssh.SshAgent] = []
         self.server: ControlServer | None = None
@@ -91,6 +93,8 @@ class Coordinator:
                 raise StartupError(
                     f"node(s) {', '.join(map(str, missing))} did not join within {spec.start_timeout:g} s"
                 )
+            for agent in self.ssh_agents:
+                agent.show_output()
             self.nodes.extend(self.server.joined.values())
             self.nodes.sort(key=lambda n: n.info.node)
 
@@ -105,20 +109,24 @@ class Coordinator:
 
     def _abort_startup(self) -> None:
         """Called while waiting for the nodes: give up on a signal or on an ssh agent that died."""
-        for kind, _, payload in list(self.events.queue):
-            if kind == "signal":
-                raise StartupError(f"received {signal.Signals(payload).name} while starting", 128 + payload)
+        sig = self.received.last
+        if sig:
+            raise StartupError(f"received {signal.Signals(sig).name} while starting", 128 + sig)
         joined = {n.info.addr for n in self.server.joined.values()}
         for agent in self.ssh_agents:
-            problem = agent.failure()
-            if problem and agent.host not in joined:
-                raise StartupError(f"could not start the agent on {agent.host} over ssh: {problem}")
+            problem = None if agent.host in joined else agent.failure()
+            if not problem:
+                continue
+            if agent.proc.returncode == USAGE_EXIT:  # the agent refused its command line (a GPU id, ...)
+                reason = problem.removeprefix("launch: error: ")
+                raise StartupError(f"error: on host {agent.host}: {reason}", USAGE_EXIT)
+            raise StartupError(f"could not start the agent on {agent.host} over ssh: {problem}")
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self) -> int:
         dog = watchdog.start(self.tag)
         try:
-            with as_events(self.events):
+            with as_events(self.events) as self.received:
                 try:
                     self._setup()
                 except StartupError as exc:
@@ -153,55 +161,75 @@ class Coordinator:
             n_tasks = sum(len(t) for t in plan.values())
             for node in self.nodes:
                 node.start(plan[node.info.node], attempt)
-            failure, sig = self._watch(sum(i.slots for i in infos))
+            first, sig = self._watch(sum(i.slots for i in infos), attempt)
             self._stop_all()
-            sig = sig or self._drain()
+            late, late_sig = self._drain(attempt)
+            sig = sig or late_sig
             if sig:
                 say(f"received {signal.Signals(sig).name}; stopped all {n_tasks} processes")
                 return 128 + sig
-            if failure is None:
+            if first is None:
                 return 0
-            if attempt < spec.max_restarts:
+            # Reports arrive out of order (output still draining, other nodes): the earliest end is the cause.
+            node, failure = min([first, *late], key=lambda f: f[1].time)
+            lost = self._lost_nodes([first, *late])
+            if attempt < spec.max_restarts and not lost:
                 say(
                     f"{_who(failure)} failed ({failure.describe()}); restarting the job "
                     f"(restart {attempt + 1} of {spec.max_restarts})"
                 )
                 continue
-            _summary(failure, n_tasks)
+            others = n_tasks - (len(plan[node]) if failure.kind == "node" else 1)
+            _summary(failure, others)
+            if attempt < spec.max_restarts:
+                names = ", ".join(f"node {n.node} ({n.hostname})" for n in lost)
+                say(f"not restarting: lost {names}, whose processes only its own launcher can start")
             return failure.exit_status or 1
         return 1  # not reached
 
-    def _watch(self, workers: int) -> tuple[Exit | None, int | None]:
-        """Wait until every worker succeeded, a task failed, or a signal came."""
+    def _watch(self, workers: int, attempt: int) -> tuple[tuple[int, Exit] | None, int | None]:
+        """Wait until every worker succeeded, a task or node failed, or a signal came."""
         left = workers
         while True:
             kind, node, payload = self.events.get()
             if kind == "signal":
                 return None, payload
-            if kind == "exit":
-                if payload.code == 0:
-                    if payload.kind == "worker":
-                        left -= 1
-                        if left == 0:
-                            return None, None
-                    continue  # a parameter server may end on its own
-                return payload, None
-            if kind in ("lost", "ssh-exit"):
-                host = next((n.info.hostname for n in self.nodes if n.info.node == node), f"node {node}")
-                return Exit(
-                    f"node {node}", "node", host, 1, [f"lost contact with the launcher of node {node}"]
-                ), None
+            failure = self._failure(kind, node, payload, attempt)
+            if failure:
+                return (node, failure), None
+            if kind == "exit" and payload.kind == "worker" and payload.attempt == attempt:
+                left -= 1
+                if left == 0:
+                    return None, None
 
-    def _drain(self) -> int | None:
-        """Drop what the stopped attempt left on the queue, but keep a signal that came meanwhile."""
-        sig = None
+    def _failure(self, kind: str, node: int, payload, attempt: int) -> Exit | None:
+        """The failure an event reports, if it is one: a task of this attempt failed, or a node is gone."""
+        if kind == "exit":
+            if payload.kind == "node" or (payload.code != 0 and payload.attempt == attempt):
+                return payload
+            return None  # a success, or news from an attempt already stopped
+        if kind in ("lost", "ssh-exit"):
+            host = next((n.info.hostname for n in self.nodes if n.info.node == node), f"node {node}")
+            return Exit(f"node {node}", "node", host, 1, [], time.time(), attempt)
+        return None
+
+    def _drain(self, attempt: int) -> tuple[list[tuple[int, Exit]], int | None]:
+        """Collect what the stopped attempt left on the queue: failures reported late, and a signal."""
+        failures, sig = [], None
         while True:
             try:
-                kind, _, payload = self.events.get_nowait()
+                kind, node, payload = self.events.get_nowait()
             except queue.Empty:
-                return sig
+                return failures, sig
             if kind == "signal":
                 sig = payload
+            elif failure := self._failure(kind, node, payload, attempt):
+                failures.append((node, failure))
+
+    def _lost_nodes(self, failures: list[tuple[int, Exit]]) -> list:
+        """Infos of the nodes this job can no longer start processes on."""
+        gone = {node for node, f in failures if f.kind == "node"}
+        return [n.info for n in self.nodes if n.info.node in gone or n.lost]
 
     def _stop_all(self) -> None:
         threads = [threading.Thread(target=node.stop) for node in self.nodes]
@@ -215,7 +243,7 @@ class Coordinator:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 agent.proc.wait(timeout=10)
         if self.ssh_agents:
-            terminate(f"{self.tag}.ssh", [a.proc.pid for a in self.ssh_agents], grace=2.0)
+            terminate(f"{self.tag}.ssh", grace=2.0)
         if self.server:
             self.server.close()
         if self.rdzv:
@@ -243,14 +271,17 @@ def _who(ex: Exit) -> str:
     return f"{label} on host {ex.host}"
 
 
-def _summary(failure: Exit, n_tasks: int) -> None:
-    others = n_tasks - 1
+def _summary(failure: Exit, others: int) -> None:
     say(f"{_who(failure)} failed first ({failure.describe()}); stopped the other {others} process(es)")
-    if failure.tail:
+    name = _who(failure).split(" on ")[0]
+    if failure.kind == "node":
+        for line in failure.tail:
+            say(line)
+    elif failure.tail:
         lines = "\n".join(f"    {line}" for line in failure.tail)
-        say(f"last lines of {_who(failure).split(' on ')[0]}'s stderr:\n{lines}")
+        say(f"last lines of {name}'s stderr:\n{lines}")
     else:
-        say(f"{_who(failure).split(' on ')[0]} wrote nothing to stderr")
+        say(f"{name} wrote nothing to stderr")
 
 
 def run(spec: LaunchSpec) -> int:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,15 +31,21 @@ class Task:
 
 @dataclass
 class Exit:
-    """How one task ended. ``code`` is the process's return code (negative: killed by that signal)."""
+    """How one task ended. ``code`` is the process's return code (negative: killed by that signal);
+    ``time`` is when its node saw it end (``time.time()``); ``attempt`` is the attempt it belonged to.
+    A task of kind "node" stands for a whole node's launcher: lost (code > 0) or signalled."""
 
     task: str
     kind: str
     host: str
     code: int
     tail: list[str]
+    time: float = 0.0
+    attempt: int = 0
 
     def describe(self) -> str:
+        if self.kind == "node" and self.code > 0:
+            return "lost contact with its launcher"
         if self.code < 0:
             try:
                 name = signal.Signals(-self.code).name
@@ -70,11 +78,15 @@ class LocalGroup:
         self._waiters: list[threading.Thread] = []
         self._stopping = False
         self._attempt = -1
+        # Held while reaping a rank and while signalling the groups of ranks not yet reaped.
+        self._reap_lock = threading.Lock()
 
     def start(self, tasks: list[Task], attempt: int) -> None:
         self._stopping = False
         self._attempt = attempt
-        self._procs, self._waiters = [], []
+        with self._reap_lock:
+            self._procs = []
+        self._waiters = []
         for task in tasks:
             env = dict(os.environ)
             env.update({k: v for k, v in task.env.items() if k not in USER_CHOICE or k not in os.environ})
@@ -93,27 +105,42 @@ class LocalGroup:
                     start_new_session=True,
                 )
             except OSError as exc:
-                self.on_exit(
-                    Exit(task.name, task.kind, self.host, 127, [f"cannot start {self.argv[0]}: {exc}"])
-                )
+                tail = [f"cannot start {self.argv[0]}: {exc}"]
+                self.on_exit(Exit(task.name, task.kind, self.host, 127, tail, time.time(), attempt))
                 continue
             copier.attach(proc.stdout, proc.stderr)
-            self._procs.append(proc)
+            with self._reap_lock:
+                self._procs.append(proc)
             waiter = threading.Thread(target=self._wait, args=(task, proc, copier, attempt), daemon=True)
             waiter.start()
             self._waiters.append(waiter)
 
     def _wait(self, task: Task, proc: subprocess.Popen, copier: StreamCopier, attempt: int) -> None:
-        code = proc.wait()
+        # Wait for the exit without reaping, so that the moment it ended is known before the output
+        # drains (a grandchild may hold the pipes open), and the group can still be signalled until
+        # the reap below.
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        ended = time.time()
+        # An exit caused by stop() is not news; one that happened before it is, even if reported after.
+        news = not self._stopping
+        with self._reap_lock:
+            code = proc.wait()
         copier.join(timeout=1.0)
-        # Exits caused by stop(), or left over from an earlier attempt, are not news.
-        if not self._stopping and attempt == self._attempt:
-            self.on_exit(Exit(task.name, task.kind, self.host, code, list(copier.tail)))
+        if news and attempt == self._attempt:
+            self.on_exit(Exit(task.name, task.kind, self.host, code, list(copier.tail), ended, attempt))
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """SIGTERM every process of the group and their descendants; SIGKILL survivors after ``grace``."""
         self._stopping = True
-        pgids = [p.pid for p in self._procs]
-        terminate(self.tag, pgids, grace)
+        terminate(self.tag, grace, signal_groups=self._signal_live_groups)
         for waiter in self._waiters:
-            waiter.join(timeout=2.0)
+            waiter.join(timeout=3.0)
+
+    def _signal_live_groups(self, sig: int) -> None:
+        """Signal the process group of every rank not yet reaped; a reaped rank's pid may be reused."""
+        with self._reap_lock:
+            for proc in self._procs:
+                if proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, sig)

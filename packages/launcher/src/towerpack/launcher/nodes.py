@@ -58,7 +58,11 @@ class Channel:
 class LocalNode:
     """A node whose tasks run in this process's own group."""
 
-    def __init__(self, info: NodeInfo, argv: list[str], tag: str, output: OutputOptions, events: queue.Queue):
+    lost = False  # this process runs it: never out of reach
+
+    def __init__(
+        self, info: NodeInfo, argv: list[str], tag: str, output: OutputOptions, events: queue.SimpleQueue
+    ):
         self.info = info
         self.group = LocalGroup(
             info.hostname, argv, tag, output, lambda e: events.put(("exit", info.node, e))
@@ -77,7 +81,7 @@ class LocalNode:
 class RemoteNode:
     """A node run by an agent (another `launch` process) connected to the coordinator."""
 
-    def __init__(self, channel: Channel, info: NodeInfo, events: queue.Queue):
+    def __init__(self, channel: Channel, info: NodeInfo, events: queue.SimpleQueue):
         self.info = info
         self.channel = channel
         self.lost = False
@@ -95,19 +99,27 @@ class RemoteNode:
                 return
             if msg.get("t") == "exit":
                 fields = {k: msg[k] for k in ("task", "kind", "host", "code", "tail")}
+                # An agent that gives no time: this arrival is the best guess.
+                fields.update(time=msg.get("time") or time.time(), attempt=msg.get("attempt", 0))
                 self._events.put(("exit", self.info.node, Exit(**fields)))
             elif msg.get("t") == "stopped":
                 self._stopped.set()
 
     def start(self, tasks: list[Task], attempt: int) -> None:
-        self.channel.send({"t": "start", "attempt": attempt, "tasks": [asdict(t) for t in tasks]})
+        msg = {"t": "start", "attempt": attempt, "tasks": [asdict(t) for t in tasks]}
+        if self.lost or not self.channel.send(msg):
+            # Nobody will ever report these tasks: end the attempt now rather than wait for them.
+            self.lost = True
+            self._events.put(("lost", self.info.node, None))
 
     def stop(self) -> None:
         if self.lost:
             return
         self._stopped.clear()
-        if self.channel.send({"t": "stop"}):
-            self._stopped.wait(STOP_GRACE_S + 5.0)
+        if not (self.channel.send({"t": "stop"}) and self._stopped.wait(STOP_GRACE_S + 10.0)):
+            # A dead host may keep the connection open for many minutes: no answer means it is gone.
+            self.lost = True
+            self._events.put(("lost", self.info.node, None))
 
     def finish(self, code: int) -> None:
         self.channel.send({"t": "finish", "code": code})
@@ -116,7 +128,9 @@ class RemoteNode:
 class ControlServer:
     """Listens on node 0's ``--master`` address for the other nodes' agents."""
 
-    def __init__(self, addr: str, port: int, nnodes: int, expected: set[int], n_ps: int, events: queue.Queue):
+    def __init__(
+        self, addr: str, port: int, nnodes: int, expected: set[int], n_ps: int, events: queue.SimpleQueue
+    ):
         self.nnodes = nnodes
         self.expected = expected
         self.n_ps = n_ps

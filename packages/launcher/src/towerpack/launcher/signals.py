@@ -9,15 +9,30 @@ import signal
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class Received:
+    """The last handled signal that arrived (None until one does)."""
+
+    def __init__(self) -> None:
+        self.last: int | None = None
+
+
 @contextlib.contextmanager
-def as_events(events: queue.Queue):
-    """While active, each handled signal puts ``("signal", None, signum)`` on ``events``."""
-    previous = {
-        sig: signal.signal(sig, lambda signum, _frame: events.put(("signal", None, signum)))
-        for sig in HANDLED
-    }
+def as_events(events: queue.SimpleQueue):
+    """While active, each handled signal puts ``("signal", None, signum)`` on ``events``; yields a
+    ``Received`` so that code waiting on something else can notice the signal too.
+
+    ``events`` must be a SimpleQueue: its ``put`` is reentrant, so a handler that runs while the main
+    thread is inside ``put`` or ``get`` cannot deadlock (``queue.Queue`` holds a plain lock there).
+    """
+    received = Received()
+
+    def handler(signum, _frame):
+        received.last = signum
+        events.put(("signal", None, signum))
+
+    previous = {sig: signal.signal(sig, handler) for sig in HANDLED}
     try:
-        yield
+        yield received
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)

@@ -76,11 +76,18 @@ def agent_command(spec: LaunchSpec, node: int, hs: HostSlots, control_port: int)
 
 
 class SshAgent:
-    """The ssh process running one node's agent. Its output is relayed as is (the agent prefixes its
-    ranks' lines itself); its stdin stays open so that the agent sees EOF if this launcher dies."""
+    """The ssh process running one node's agent. Once the agent has joined, its output is relayed as is
+    (the agent prefixes its ranks' lines itself); its stdin stays open so that the agent sees EOF if this
+    launcher dies."""
 
     def __init__(
-        self, spec: LaunchSpec, node: int, hs: HostSlots, control_port: int, tag: str, events: queue.Queue
+        self,
+        spec: LaunchSpec,
+        node: int,
+        hs: HostSlots,
+        control_port: int,
+        tag: str,
+        events: queue.SimpleQueue,
     ):
         self.host = hs.host
         self.proc = subprocess.Popen(
@@ -91,17 +98,23 @@ class SshAgent:
             env=dict(os.environ, **{TAG_VAR: tag}),
             start_new_session=True,
         )
-        self.copier = StreamCopier(None, True, None, 5)
+        # Quiet until the agent joins: a failure to start is reported in one line from the tail.
+        self.copier = StreamCopier(None, False, None, 5)
         self.copier.attach(self.proc.stdout, self.proc.stderr)
         threading.Thread(target=self._watch, args=(node, events), daemon=True).start()
 
-    def _watch(self, node: int, events: queue.Queue) -> None:
+    def _watch(self, node: int, events: queue.SimpleQueue) -> None:
         self.proc.wait()
         self.copier.join(1.0)
         events.put(("ssh-exit", node, None))
+
+    def show_output(self) -> None:
+        """Relay the agent's output from now on (its ranks' lines and its own messages)."""
+        self.copier.show = True
 
     def failure(self) -> str | None:
         """Why the agent is gone (its last stderr line), or None while ssh still runs."""
         if self.proc.poll() is None:
             return None
+        self.copier.join(1.0)  # its last words may still be in the pipe
         return self.copier.tail[-1] if self.copier.tail else f"ssh exited with code {self.proc.returncode}"

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -35,26 +36,34 @@ def tagged(tag: str, prefix: bool = False) -> list[psutil.Process]:
     return found
 
 
-def _signal_all(procs: list[psutil.Process], pgids: list[int], sig: int) -> None:
-    for pgid in pgids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
+            proc.send_signal(sig)  # psutil refuses a pid that now belongs to another process
 
 
-def terminate(tag: str, pgids: list[int] = (), grace: float = 3.0, prefix: bool = False) -> None:
-    """SIGTERM the processes of ``tag`` and the groups ``pgids``; SIGKILL what is left after ``grace``."""
-    pgids = list(pgids)
-    _signal_all(tagged(tag, prefix), pgids, signal.SIGTERM)
+def terminate(
+    tag: str,
+    grace: float = 3.0,
+    prefix: bool = False,
+    signal_groups: Callable[[int], None] | None = None,
+) -> None:
+    """SIGTERM the processes of ``tag``; SIGKILL what is left after ``grace``.
+
+    ``signal_groups(sig)``, when given, is called with each signal too, for the caller to signal the
+    process groups it still owns.
+    """
+    signal_groups = signal_groups or (lambda sig: None)
+    _signal_all(tagged(tag, prefix), signal.SIGTERM)
+    signal_groups(signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if not tagged(tag, prefix):
             break
         time.sleep(0.05)
     # Killing the groups even when the scan came back empty catches members that cleared their environment.
-    _signal_all(tagged(tag, prefix), pgids, signal.SIGKILL)
+    _signal_all(tagged(tag, prefix), signal.SIGKILL)
+    signal_groups(signal.SIGKILL)
     deadline = time.monotonic() + 2.0
     while tagged(tag, prefix) and time.monotonic() < deadline:
         time.sleep(0.05)
