@@ -19,6 +19,7 @@ Usage: ``python benchmarks/trainer_overhead.py [--quick] [--repeat N]`` (default
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -209,6 +210,10 @@ def main() -> int:
         ours_text = f"{max(ours):.1f} ({statistics.median(ours):.1f})"
         print(f"{name:<9} {kind:<6} {raw_text:>17} {ours_text:>17} {ratio:>7.3f} {GOALS[name]:>6.2f}")
     print("all goals met" if ok else "some goals missed")
+    for name, kind, raw, ours in rows:
+        result = {"benchmark": "trainer_overhead", "case": f"{name} {kind}", "ours": round(max(ours), 2)}
+        result.update(baseline=round(max(raw), 2), unit="steps/s", ratio=round(max(ours) / max(raw), 3))
+        print("RESULT " + json.dumps({**result, "goal": GOALS[name]}))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +15,10 @@ from towerpack.trainer import (
     MaxSaver,
     MinSaver,
     ModelSaver,
+    PeriodicTrigger,
+    SaverRestore,
     SimpleTrainer,
+    SmartInit,
     TrainConfig,
     launch_train_with_config,
 )
@@ -152,3 +156,106 @@ def test_auto_resume_after_a_crash_mid_epoch_keeps_stats_consistent(logdir):
 def test_auto_resume_in_an_empty_directory_starts_fresh(logdir):
     config = AutoResumeTrainConfig(**linear_config(max_epoch=1))
     assert config.starting_epoch == 1 and config.resumed_from is None
+
+
+class Epochs(Callback):
+    """Records (epoch_num, global_step) at the start of every epoch."""
+
+    def __init__(self):
+        self.seen = []
+
+    def _before_epoch(self):
+        self.seen.append((self.trainer.epoch_num, self.trainer.global_step))
+
+
+def test_auto_resume_finds_the_checkpoint_after_the_log_directory_moved(logdir):
+    from towerpack.trainer import logger
+
+    train(callbacks=[ModelSaver()], max_epoch=2)
+    assert str(logdir) not in (logdir / "checkpoint").read_text()  # relative paths
+    moved = logdir.parent / "moved"
+    logger.unset_logger_dir()
+    shutil.move(str(logdir), str(moved))
+    logger.set_logger_dir(str(moved), action="k")
+
+    epochs = Epochs()
+    resumed, _ = train(AutoResumeTrainConfig, callbacks=[ModelSaver(), epochs], max_epoch=3)
+    assert resumed.starting_epoch == 3
+    assert epochs.seen == [(3, 2 * STEPS)]
+    assert os.path.basename(tfv1.train.latest_checkpoint(str(moved))) == f"model-{3 * STEPS}"
+
+
+def test_auto_resume_from_a_checkpoint_in_the_middle_of_an_epoch_runs_that_epoch_again(logdir):
+    class ScalarsThenCrash(Callback):
+        def _trigger_step(self):
+            self.trainer.monitors.put_scalar("per_step", 1.0)
+            if self.trainer.global_step == 2 * STEPS + 3:
+                raise RuntimeError("power cut")
+
+    # Saves at global step 12 (the middle of epoch 2); the crash comes in epoch 3, so stats.json
+    # has per-step records of epoch 2 on both sides of the checkpoint, and epoch 2's end.
+    saver = PeriodicTrigger(ModelSaver(), every_k_steps=12)
+    with pytest.raises(RuntimeError, match="power cut"):
+        train(callbacks=[saver, ScalarsThenCrash()], max_epoch=5)
+    assert os.path.basename(tfv1.train.latest_checkpoint(str(logdir))) == "model-12"
+
+    epochs = Epochs()
+    resumed, _ = train(AutoResumeTrainConfig, callbacks=[epochs], max_epoch=3)
+    assert resumed.starting_epoch == 2
+    assert epochs.seen == [(2, 12), (3, 12 + STEPS)]
+    stats = json.loads((logdir / "stats.json").read_text())
+    assert all(s["epoch_num"] == 1 for s in stats if "per_step" in s)  # the old epoch 2 was dropped
+    assert [(s["epoch_num"], s["global_step"]) for s in stats[-2:]] == [(2, 12 + STEPS), (3, 12 + 2 * STEPS)]
+
+
+def test_auto_resume_from_the_end_of_a_crashed_epochs_last_checkpoint(logdir):
+    """The checkpoint is the file's last record: a finished epoch is told from a cut-short one."""
+
+    class CrashAfter(Callback):
+        def __init__(self, step):
+            self.step = step
+
+        def _trigger_step(self):
+            self.trainer.monitors.put_scalar("per_step", 1.0)
+
+        def _before_run(self, ctx):
+            if self.trainer.global_step == self.step:
+                raise RuntimeError("power cut")
+
+    saver = PeriodicTrigger(ModelSaver(), every_k_steps=4)
+    with pytest.raises(RuntimeError, match="power cut"):
+        train(callbacks=[saver, CrashAfter(STEPS + 4)], max_epoch=5)  # saved at 12, crashed next step
+    assert json.loads((logdir / "stats.json").read_text())[-1]["global_step"] == STEPS + 4
+    config = AutoResumeTrainConfig(**linear_config(max_epoch=3))
+    assert config.resumed_from.endswith(f"model-{STEPS + 4}") and config.starting_epoch == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_epoch", "restores"),
+    [
+        (dict(starting_epoch=2), 2, True),
+        (dict(session_init=SmartInit({})), 1, False),
+        (dict(), 3, True),
+    ],
+    ids=["starting_epoch", "session_init", "nothing"],
+)
+def test_auto_resume_without_always_resume_keeps_what_the_caller_gave(
+    logdir, given, expected_epoch, restores
+):
+    train(callbacks=[ModelSaver()], max_epoch=2)
+    config = AutoResumeTrainConfig(always_resume=False, **linear_config(max_epoch=4, **given))
+    assert config.starting_epoch == expected_epoch
+    assert (config.resumed_from is not None) == restores
+    assert isinstance(config.session_init, SaverRestore) == restores
+
+
+def test_checkpoint_pointer_in_a_relative_directory(tmp_path, monkeypatch):
+    from towerpack.trainer.callbacks.saver import write_checkpoint_pointer
+
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("logs/run")
+    for step in (1, 2):
+        open(f"logs/run/model-{step}.index", "w").close()
+    write_checkpoint_pointer("logs/run", "logs/run/model-2", ["logs/run/model-1", "logs/run/model-2"])
+    assert tfv1.train.latest_checkpoint("logs/run") == os.path.join("logs/run", "model-2")
+    assert 'model_checkpoint_path: "model-2"' in (tmp_path / "logs/run/checkpoint").read_text()

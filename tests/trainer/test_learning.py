@@ -128,9 +128,12 @@ def test_both_api_styles_give_the_same_weights_as_numpy_sgd():
 def test_older_trainer_names_train_through_a_queue_to_the_same_weights(make):
     cb = ReadWeights()
     config, x, y = _linear_config(cb)
+    dataflow = config.dataflow
     trainer = make(config)
-    assert type(config.data).__name__ == "QueueInput"
+    assert trainer.config is config
     trainer.train()
+    assert config.data is None and config.dataflow is dataflow  # the user's config is left alone
+    assert type(trainer.input_source) is QueueInput
     w, b = expected_sgd_weights(x, y, 16, 0.05, 3)
     np.testing.assert_allclose(cb.w, w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(cb.b, b, rtol=1e-4, atol=1e-5)
@@ -143,6 +146,63 @@ def test_feedfree_names_reject_feed_input():
         config = TrainConfig(model=LinearRegression(), data=FeedInput(ArrayBatches(x, y, batch_size=8)))
         with pytest.raises(TypeError, match="FeedfreeInput"):
             cls(config)
+
+
+class OldStyleTrainer(FeedfreeTrainerBase):
+    """Written for the older API: the graph is built in _setup()."""
+
+    def _setup(self):
+        super()._setup()
+        cost = self.build_train_tower()
+        self.train_op = self.model.get_optimizer().minimize(cost, name="min_op")
+
+
+class OldStyleSingleCostTrainer(SingleCostFeedfreeTrainer):
+    def _setup(self):
+        super()._setup()
+        _, grads = self._get_cost_and_grad()
+        self.train_op = self.model.get_optimizer().apply_gradients(grads, name="min_op")
+
+
+@pytest.mark.parametrize("cls", [OldStyleTrainer, OldStyleSingleCostTrainer])
+@pytest.mark.parametrize("style", ["old", "new"])
+def test_subclasses_of_the_older_bases_build_their_graph_in_setup_and_train(cls, style):
+    cb = ReadWeights()
+    config, x, y = _linear_config(cb)
+    if style == "old":
+        trainer = cls(config)
+        trainer.train()
+    else:
+        trainer = cls()
+        launch_train_with_config(config, trainer)
+    w, b = expected_sgd_weights(x, y, 16, 0.05, 3)
+    np.testing.assert_allclose(cb.w, w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cb.b, b, rtol=1e-4, atol=1e-5)
+    assert trainer.global_step == 3 * 8
+    assert type(trainer.input_source) is QueueInput
+
+
+@pytest.mark.parametrize("cls", [FeedfreeTrainerBase, SingleCostFeedfreeTrainer])
+def test_older_abstract_bases_used_directly_name_the_replacement(cls):
+    config, _, _ = _linear_config(ReadWeights())
+    with pytest.raises(NotImplementedError, match=r"abstract base.*SimpleTrainer\(\)"):
+        cls(config).train()
+
+
+def test_queue_input_trainer_takes_queue_input_subclasses_only():
+    class MyQueueInput(QueueInput):
+        pass
+
+    x, y, _ = linear_data(64)
+    source = MyQueueInput(ArrayBatches(x, y, batch_size=16))
+    config = TrainConfig(model=LinearRegression(), data=source, max_epoch=1, monitors=[])
+    trainer = QueueInputTrainer(config)
+    trainer.train()
+    assert trainer.input_source is source and trainer.global_step == 4
+
+    config = TrainConfig(model=LinearRegression(), data=TFDatasetInput(ArrayBatches(x, y, batch_size=16)))
+    with pytest.raises(TypeError, match="QueueInputTrainer needs a QueueInput, got TFDatasetInput"):
+        QueueInputTrainer(config)
 
 
 def test_queue_input_trainer_new_style_uses_a_queue():

@@ -88,6 +88,29 @@ def test_get_predictors_share_one_cpu_tower_without_gpus():
         np.testing.assert_array_equal(out, make.out[0])
 
 
+def test_older_get_predictor_tower_is_an_index_into_predict_tower():
+    """The reference: ``tower=k`` is the k-th entry of ``TrainConfig.predict_tower`` (-1 = CPU)."""
+    x, label = blobs(64)
+
+    class Make(Callback):
+        def _setup_graph(self):
+            self.pred = self.trainer.get_predictor(["x"], ["prob"], tower=0)
+            with pytest.raises(IndexError, match=r"tower=1: TrainConfig\(predict_tower=\[-1\]\)"):
+                self.trainer.get_predictor(["x"], ["prob"], tower=1)
+
+    config = TrainConfig(
+        model=SoftmaxClassifier(),
+        dataflow=ArrayBatches(x, label, batch_size=32),
+        callbacks=[Make()],
+        max_epoch=1,
+        monitors=[],
+        predict_tower=[-1],
+    )
+    trainer = SimpleTrainer(config)
+    trainer.train()
+    assert [h.ns_name for h in trainer.towers] == ["", "tower-pred-cpu"]
+
+
 def test_offline_predictor_from_a_checkpoint_matches_the_trainer(logdir):
     x, label = blobs(128)
     cmp = Compare(x[:20])

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from support.procs import free_port, terminate_tree
 from support.trainer_models import ArrayBatches, SoftmaxClassifier, blobs
-from towerpack.trainer.callbacks.base import CallbackFactory
+from towerpack.trainer.callbacks.base import Callback, CallbackFactory
 from towerpack.trainer.callbacks.inference import ScalarStats
 from towerpack.trainer.callbacks.inference_runner import InferenceRunner
 from towerpack.trainer.compat import tf
@@ -172,3 +174,43 @@ def test_failing_dataflow_stops_training_with_its_error():
         config = TrainConfig(model=SoftmaxClassifier(), data=source, callbacks=[wait], steps_per_epoch=8)
         launch_train_with_config(config, trainer)
     assert trainer.global_step == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "wrap",
+    [QueueInput, lambda df: StagingInput(QueueInput(df))],
+    ids=["queue", "staging"],
+)
+def test_dataflow_failing_while_a_step_waits_raises_its_error(wrap):
+    """The failure closes the queue under a blocked dequeue; that must not pass for exhausted input."""
+    two_steps_done = threading.Event()
+
+    class FailsLater(ArrayBatches):
+        def __iter__(self):
+            yield from list(super().__iter__())[:3]
+            two_steps_done.wait(10)
+            time.sleep(0.5)  # by now the next step waits on the empty queue
+            raise OSError("disk went away")
+
+    class Signal(Callback):
+        def _trigger_step(self):
+            if self.local_step == 1:
+                two_steps_done.set()
+
+    ends = []
+    source = wrap(FailsLater(X_TRAIN, LABEL_TRAIN, batch_size=32))
+    callbacks = [Signal(), CallbackFactory(after_train=lambda cb: ends.append(cb.trainer.global_step))]
+    with (
+        tf.Graph().as_default(),
+        pytest.raises(RuntimeError, match=r"input thread failed: OSError\('disk went away'") as info,
+    ):
+        config = TrainConfig(
+            model=SoftmaxClassifier(), data=source, callbacks=callbacks, steps_per_epoch=8, max_epoch=2
+        )
+        launch_train_with_config(config, SimpleTrainer())
+    assert isinstance(info.value.__cause__, OSError)
+    # It surfaced from the blocked step (not from the check before the next one).
+    assert isinstance(info.value.__context__, tf.errors.OutOfRangeError)
+    assert any("training failed at epoch 1, local_step" in note for note in info.value.__notes__)
+    assert len(ends) == 1 and ends[0] < 8  # after_train ran, mid-epoch

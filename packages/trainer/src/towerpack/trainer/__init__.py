@@ -9,10 +9,23 @@ from .base import NewSessionCreator, StopTraining, Trainer, default_session_conf
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
+from .distributed import (
+    DistributedReplicatedTrainer,
+    DistributedTrainerParameterServer,
+    DistributedTrainerReplicated,
+)
+from .horovod_trainer import HorovodTrainer
 from .input_source import *  # noqa: F403
 from .input_source import __all__ as _inputs_all
 from .interface import apply_default_prefetch, launch_train_with_config
 from .model_desc import ModelDesc, ModelDescBase
+from .multigpu import (
+    AsyncMultiGPUTrainer,
+    MultiGPUTrainerBase,
+    SyncMultiGPUTrainer,
+    SyncMultiGPUTrainerParameterServer,
+    SyncMultiGPUTrainerReplicated,
+)
 from .predict import OfflinePredictor, OnlinePredictor, PredictConfig
 from .sessinit import ChainInit, DictRestore, JustCurrentSession, SaverRestore, SessionInit, SmartInit
 from .summary import add_moving_summary, add_tensor_summary
@@ -39,13 +52,19 @@ from .trainers import (
 __all__ = [
     "DEFAULT_CALLBACKS",
     "DEFAULT_MONITORS",
+    "AsyncMultiGPUTrainer",
     "AutoResumeTrainConfig",
     "ChainInit",
     "DictRestore",
+    "DistributedReplicatedTrainer",
+    "DistributedTrainerParameterServer",
+    "DistributedTrainerReplicated",
     "FeedfreeTrainerBase",
+    "HorovodTrainer",
     "JustCurrentSession",
     "ModelDesc",
     "ModelDescBase",
+    "MultiGPUTrainerBase",
     "NewSessionCreator",
     "NoOpTrainer",
     "OfflinePredictor",
@@ -61,6 +80,9 @@ __all__ = [
     "SingleCostTrainer",
     "SmartInit",
     "StopTraining",
+    "SyncMultiGPUTrainer",
+    "SyncMultiGPUTrainerParameterServer",
+    "SyncMultiGPUTrainerReplicated",
     "TowerContext",
     "TowerFunc",
     "TowerFuncWrapper",

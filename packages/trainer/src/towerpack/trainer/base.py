@@ -16,6 +16,7 @@ from .callbacks.monitor import MonitorBase, Monitors
 from .callbacks.steps import MaintainStepCounter
 from .compat import tf, tfv1
 from .hooked_session import HookedSession
+from .input_source.base import InputSourceCallback
 from .sessinit import JustCurrentSession, SessionInit, SmartInit
 
 __all__ = ["NewSessionCreator", "StopTraining", "Trainer", "default_session_config"]
@@ -71,6 +72,7 @@ class Trainer:
     """Base class of trainers.
 
     Attributes available to callbacks:
+        config: the TrainConfig given to the constructor (older style), else None.
         sess: the plain session. hooked_sess: a MonitoredSession whose hooks are the callbacks;
         only its runs fire ``before_run``/``after_run`` and count as a global step.
         epoch_num: the current epoch (1-based; ``starting_epoch - 1`` before training).
@@ -86,7 +88,6 @@ class Trainer:
     is_chief = True
 
     def __init__(self, config=None):
-        self._config = None
         if config is not None:
             from .config import TrainConfig
 
@@ -94,7 +95,7 @@ class Trainer:
                 raise TypeError(
                     f"{type(self).__name__}(config) takes a TrainConfig, got {type(config).__name__}"
                 )
-            self._config = config
+        self.config = config
         self._callback_list: list[Callback] = []
         self._callbacks: Callbacks | None = None
         self._called: set[str] = set()
@@ -225,16 +226,17 @@ class Trainer:
             except StopTraining as e:
                 logger.info("Training was stopped by StopTraining%s", f": {e}" if str(e) else "")
             except tf.errors.OutOfRangeError:
+                try:
+                    self._raise_if_input_failed()
+                except Exception as e:
+                    self._note_failure(e)
+                    raise
                 logger.info("Training stopped: the input is exhausted")
             except KeyboardInterrupt:
                 logger.info("Interrupted (Ctrl-C); cleaning up")
                 raise
             except Exception as e:
-                where = (
-                    f"epoch {self.epoch_num}, local_step {self.local_step}, global_step {self.global_step}"
-                )
-                logger.error("Training failed at %s: %s: %s", where, type(e).__name__, e)
-                e.add_note(f"towerpack: training failed at {where}")
+                self._note_failure(e)
                 raise
             finally:
                 callbacks.after_train()
@@ -242,6 +244,18 @@ class Trainer:
                     self.hooked_sess.close()
                 except Exception:
                     logger.exception("Closing the session failed")
+
+    def _raise_if_input_failed(self) -> None:
+        """An input whose producer failed closes its queue, which looks like exhausted input:
+        raise the input's error instead."""
+        for cb in self._callback_list:
+            if isinstance(cb, InputSourceCallback):
+                cb.source.raise_if_failed()
+
+    def _note_failure(self, e: BaseException) -> None:
+        where = f"epoch {self.epoch_num}, local_step {self.local_step}, global_step {self.global_step}"
+        logger.error("Training failed at %s: %s: %s", where, type(e).__name__, e)
+        e.add_note(f"towerpack: training failed at {where}")
 
     # ---- entry points ------------------------------------------------------------------------
     def train(
@@ -260,10 +274,10 @@ class Trainer:
         ``SimpleTrainer(config).train()`` style), it trains with that config.
         """
         legacy = callbacks is None and monitors is None and steps_per_epoch is None
-        if legacy and self._config is not None and "setup_callbacks" not in self._called:
+        if legacy and self.config is not None and "setup_callbacks" not in self._called:
             from .interface import launch_train_with_config
 
-            launch_train_with_config(self._config, self)
+            launch_train_with_config(self.config, self)
             return
         if steps_per_epoch is None:
             raise ValueError("train() needs steps_per_epoch")
@@ -300,6 +314,15 @@ class Trainer:
             starting_epoch,
             max_epoch,
         )
+
+    def _setup_graph_from_config(self, config) -> None:
+        """What ``launch_train_with_config`` does with the config's model and input: this base
+        trainer builds its own graph, so it takes neither."""
+        if config.model is not None or config.data is not None or config.dataflow is not None:
+            raise ValueError(
+                f"{type(self).__name__} builds its own graph; leave model, dataflow and data out "
+                "of its TrainConfig (a SingleCostTrainer such as SimpleTrainer trains a model)"
+            )
 
     # ---- predictors (tower trainers build them) ------------------------------------------------
     def get_predictor(self, input_names, output_names, device: int = 0):

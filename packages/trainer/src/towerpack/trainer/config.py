@@ -8,6 +8,7 @@ from . import logger
 from .callbacks.base import Callback
 from .callbacks.graph import RunUpdateOps
 from .callbacks.monitor import JSONWriter, MonitorBase, ScalarPrinter, TFEventWriter
+from .callbacks.saver import CHECKPOINT_POINTER
 from .callbacks.steps import ProgressBar
 from .callbacks.summary import MergeAllSummaries, MovingAverageSummary
 from .compat import tfv1
@@ -48,8 +49,9 @@ class TrainConfig:
         starting_epoch: the number of the first epoch (1-based). max_epoch: the last epoch, inclusive.
         steps_per_epoch: defaults to the size of the dataflow / input source. With several
             towers or processes, divide it yourself: each step consumes one batch per tower.
-        nr_tower, tower, predict_tower: accepted so older scripts run; multi-device trainers
-            take their devices as constructor arguments.
+        nr_tower, tower, predict_tower: the older way to name the towers (GPU ids); a
+            multi-device trainer constructed with the config (``SyncMultiGPUTrainerReplicated(config)``)
+            uses ``tower``. Newer scripts give the devices to the trainer instead.
         logdir, logdir_action: if set, the log directory is set with ``set_logger_dir`` when
             training starts (on the chief only).
     """
@@ -119,8 +121,7 @@ class TrainConfig:
 
         self.starting_epoch = int(starting_epoch)
         self.max_epoch = int(max_epoch)
-        if self.starting_epoch < 1 or self.max_epoch < self.starting_epoch - 1:
-            raise ValueError(f"bad epochs: starting_epoch={starting_epoch}, max_epoch={max_epoch}")
+        self._check_epochs()
         if steps_per_epoch is None:
             steps_per_epoch = self._size()
         steps_per_epoch = int(steps_per_epoch)
@@ -131,10 +132,12 @@ class TrainConfig:
         self.tower = list(range(nr_tower)) if tower is None else list(tower)
         self.nr_tower = len(self.tower)
         self.predict_tower = [0] if predict_tower is None else list(predict_tower)
-        if self.nr_tower > 1:
-            logger.warning("TrainConfig(nr_tower/tower) is kept for old scripts; give devices to the trainer")
         self.logdir = os.fspath(logdir) if logdir is not None else None
         self.logdir_action = logdir_action
+
+    def _check_epochs(self) -> None:
+        if self.starting_epoch < 1 or self.max_epoch < self.starting_epoch - 1:
+            raise ValueError(f"bad epochs: starting_epoch={self.starting_epoch}, max_epoch={self.max_epoch}")
 
     def _size(self) -> int:
         try:
@@ -160,51 +163,81 @@ class AutoResumeTrainConfig(TrainConfig):
     """A TrainConfig that continues from the log directory if an earlier run left a checkpoint there.
 
     It restores the latest checkpoint (weights, optimizer state, global step) and starts at the
-    epoch after the one that checkpoint was saved at, as recorded in ``stats.json``. With
-    ``always_resume=False`` a given ``session_init`` wins over the checkpoint.
+    epoch after the last one that had finished when that checkpoint was saved, as recorded in
+    ``stats.json``. A checkpoint saved in the middle of an epoch therefore resumes at that
+    epoch, which runs again in full from the checkpoint's weights.
+
+    With ``always_resume=False`` what the caller gives wins: with a ``session_init`` nothing is
+    resumed; with a ``starting_epoch`` the checkpoint is restored and that epoch is kept.
     The directory is ``logdir=`` if given, else the one set with ``set_logger_dir``.
     """
 
     def __init__(self, always_resume: bool = True, **kwargs):
         from .logger import get_logger_dir
 
-        logdir = kwargs.get("logdir") or get_logger_dir()
-        self.resumed_from = None
-        if logdir is not None:
-            ckpt = tfv1.train.latest_checkpoint(logdir) if os.path.isdir(logdir) else None
-            if ckpt is not None and (always_resume or kwargs.get("session_init") is None):
-                if kwargs.get("session_init") is not None:
-                    logger.warning(
-                        "AutoResumeTrainConfig: the checkpoint %s replaces the given session_init", ckpt
-                    )
-                kwargs["session_init"] = SaverRestore(ckpt)
-                self.resumed_from = ckpt
-                epoch = _epoch_of_checkpoint(logdir, ckpt)
-                if epoch is not None:
-                    kwargs["starting_epoch"] = epoch + 1
-                    logger.info("Resuming from %s at epoch %d", ckpt, epoch + 1)
-                else:
-                    logger.warning(
-                        "Resuming weights from %s, but %s has no record of its epoch",
-                        ckpt,
-                        JSONWriter.FILENAME,
-                    )
         super().__init__(**kwargs)
+        self.resumed_from = None
+        logdir = self.logdir or get_logger_dir()
+        ckpt = _latest_checkpoint(logdir)
+        if ckpt is None:
+            return
+        if not always_resume and kwargs.get("session_init") is not None:
+            logger.info("AutoResumeTrainConfig: using the given session_init, not the checkpoint %s", ckpt)
+            return
+        if kwargs.get("session_init") is not None:
+            logger.warning("AutoResumeTrainConfig: the checkpoint %s replaces the given session_init", ckpt)
+        self.session_init = SaverRestore(ckpt)
+        self.resumed_from = ckpt
+        if not always_resume and "starting_epoch" in kwargs:
+            logger.info("Resuming from %s at the given starting_epoch %d", ckpt, self.starting_epoch)
+            return
+        epoch = _last_finished_epoch(logdir, ckpt, self.steps_per_epoch)
+        if epoch is None:
+            logger.warning(
+                "Resuming weights from %s, but %s has no record of its epoch", ckpt, JSONWriter.FILENAME
+            )
+            return
+        self.starting_epoch = epoch + 1
+        self._check_epochs()
+        logger.info("Resuming from %s at epoch %d", ckpt, self.starting_epoch)
 
 
-def _epoch_of_checkpoint(logdir: str, ckpt: str) -> int | None:
-    """The epoch whose end the checkpoint was saved at: the last stats.json record at or before
-    the checkpoint's global step."""
+def _latest_checkpoint(logdir: str | None) -> str | None:
+    if logdir is None or not os.path.isdir(logdir):
+        return None
+    ckpt = tfv1.train.latest_checkpoint(logdir)
+    if ckpt is None and os.path.exists(os.path.join(logdir, CHECKPOINT_POINTER)):
+        logger.warning(
+            "AutoResumeTrainConfig: %s names no existing checkpoint; starting from scratch",
+            os.path.join(logdir, CHECKPOINT_POINTER),
+        )
+    return ckpt
+
+
+def _last_finished_epoch(logdir: str, ckpt: str, steps_per_epoch: int) -> int | None:
+    """The last epoch that had finished at the checkpoint's global step, from stats.json.
+
+    Every epoch ends with a record at its last global step, after the records of its steps. An
+    epoch followed by records of a later one thus ended at the global step of its last record.
+    The file's last epoch may have been cut short by a crash; it counts as finished when it ran
+    ``steps_per_epoch`` hooked runs (one per step, as the trainers do).
+    """
     stats = JSONWriter.load_existing_json(logdir)
-    if not stats:
+    records = [
+        (int(s["epoch_num"]), int(s["global_step"]))
+        for s in stats or []
+        if "epoch_num" in s and "global_step" in s
+    ]
+    if not records:
         return None
     try:
         step = int(tfv1.train.load_variable(ckpt, "global_step"))
-    except Exception:
-        step = None
-    records = [s for s in stats if "epoch_num" in s]
-    if step is not None:
-        records = [s for s in records if s.get("global_step", 0) <= step]
-    if not records:
-        return None
-    return int(records[-1]["epoch_num"])
+    except (tfv1.errors.OpError, ValueError):
+        return records[-1][0]  # no global step to place it: the last recorded epoch
+    end_of = dict(records)  # epoch -> global step of its last record
+    last = records[-1][0]
+    previous_end = end_of.get(last - 1, 0 if last == 1 else None)
+    if previous_end is not None and end_of[last] - previous_end < steps_per_epoch:
+        del end_of[last]
+    finished = [epoch for epoch, end in end_of.items() if end <= step]
+    return max(finished) if finished else records[0][0] - 1

@@ -12,7 +12,8 @@ __all__ = ["apply_default_prefetch", "launch_train_with_config"]
 
 def apply_default_prefetch(input_source_or_dataflow, trainer: Trainer) -> InputSource:
     """The InputSource a trainer uses for a DataFlow: ``FeedInput`` for SimpleTrainer, ``QueueInput``
-    otherwise; a QueueInput feeding several devices is wrapped in a ``StagingInput``."""
+    otherwise; a QueueInput feeding several GPUs is wrapped in a ``StagingInput`` (unless the
+    trainer has ``gpu_prefetch=False``)."""
     from . import input_source as inputs
 
     source = input_source_or_dataflow
@@ -22,7 +23,9 @@ def apply_default_prefetch(input_source_or_dataflow, trainer: Trainer) -> InputS
         else:
             source = inputs.QueueInput(source)
     devices = getattr(trainer, "devices", None) or []
-    if len(devices) > 1 and type(source).__name__ == "QueueInput":
+    gpus = [d for d in devices if "gpu" in d.lower()]
+    prefetch = getattr(trainer, "gpu_prefetch", True)
+    if len(gpus) > 1 and prefetch and isinstance(source, inputs.QueueInput):
         source = inputs.StagingInput(source)
     return source
 
@@ -30,12 +33,12 @@ def apply_default_prefetch(input_source_or_dataflow, trainer: Trainer) -> InputS
 def launch_train_with_config(config, trainer: Trainer) -> None:
     """Build the config's model with the trainer and train it.
 
-    Sets the log directory if the config names one (chief only), turns the dataflow into an
-    InputSource (``apply_default_prefetch``), calls ``trainer.setup_graph(...)`` with the
-    model, then ``trainer.train_with_defaults(...)`` with the rest of the config.
+    Sets the log directory if the config names one (chief only), lets the trainer build its
+    graph from the config (a SingleCostTrainer turns the dataflow into an InputSource with
+    ``apply_default_prefetch`` and calls ``trainer.setup_graph(...)`` with the model), then
+    calls ``trainer.train_with_defaults(...)`` with the rest of the config.
     """
     from .config import TrainConfig
-    from .tower_trainer import SingleCostTrainer
 
     if not isinstance(config, TrainConfig):
         raise TypeError(f"launch_train_with_config takes a TrainConfig, got {type(config).__name__}")
@@ -47,21 +50,8 @@ def launch_train_with_config(config, trainer: Trainer) -> None:
         if get_logger_dir() != config.logdir:
             set_logger_dir(config.logdir, action=config.logdir_action)
 
-    source = config.data if config.data is not None else config.dataflow
-    if isinstance(trainer, SingleCostTrainer):
-        if config.model is None:
-            raise ValueError(f"{type(trainer).__name__} needs TrainConfig(model=...)")
-        if source is None:
-            raise ValueError("TrainConfig needs dataflow= or data= to train a model")
-        source = apply_default_prefetch(source, trainer)
-        model = config.model
-        trainer.setup_graph(model.get_input_signature(), source, model.build_graph, model.get_optimizer)
-        _warn_unused_regularization()
-    elif source is not None or config.model is not None:
-        raise ValueError(
-            f"{type(trainer).__name__} is not a SingleCostTrainer and builds its own graph; "
-            "leave model, dataflow and data out of its TrainConfig"
-        )
+    trainer._setup_graph_from_config(config)
+    _warn_unused_regularization()
 
     session_creator = config.session_creator
     if session_creator is None:

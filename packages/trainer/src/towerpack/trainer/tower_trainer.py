@@ -58,11 +58,14 @@ class TowerTrainer(Trainer):
         for device -1) that reuses the training variables; its session is the trainer's.
 
         Build predictors before training starts (the graph is finalized then); use them after
-        ``initialize``. ``tower=`` is the older name of ``device``.
+        ``initialize``. ``tower=k`` is the older form: the k-th device of the TrainConfig's
+        ``predict_tower`` (of a trainer constructed with a config; else device k).
         """
         from .predict import OnlinePredictor
 
-        device = int(tower if tower is not None else device)
+        if tower is not None:
+            device = self._predict_tower_device(int(tower))
+        device = int(device)
         name = "tower-pred-cpu" if device < 0 else f"tower-pred-{device}"
         try:
             handle = self.towers[name]
@@ -73,6 +76,14 @@ class TowerTrainer(Trainer):
         )
         self._predictors.append(predictor)
         return predictor
+
+    def _predict_tower_device(self, k: int) -> int:
+        if self.config is None:
+            return k
+        towers = self.config.predict_tower
+        if not 0 <= k < len(towers):
+            raise IndexError(f"tower={k}: TrainConfig(predict_tower={towers}) has {len(towers)} tower(s)")
+        return towers[k]
 
     def _build_predict_tower(self, name: str, device: int):
         graph = tfv1.get_default_graph()
@@ -150,7 +161,23 @@ class SingleCostTrainer(TowerTrainer):
         self.register_callback(list(input_callbacks) + list(train_callbacks or []))
 
     def _setup_graph(self, input, get_cost_fn, get_opt_fn) -> list:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement _setup_graph()")
+
+    def _setup_graph_from_config(self, config) -> None:
+        if config.model is None:
+            raise ValueError(f"{type(self).__name__} needs TrainConfig(model=...)")
+        model = config.model
+        source = self._input_from_config(config)
+        self.setup_graph(model.get_input_signature(), source, model.build_graph, model.get_optimizer)
+
+    def _input_from_config(self, config) -> InputSource:
+        """The InputSource to train on: the config's, or its DataFlow through ``apply_default_prefetch``."""
+        from .interface import apply_default_prefetch
+
+        source = config.data if config.data is not None else config.dataflow
+        if source is None:
+            raise ValueError("TrainConfig needs dataflow= or data= to train a model")
+        return apply_default_prefetch(source, self)
 
     def _make_get_grad_fn(self, input, get_cost_fn, get_opt_fn):
         """A function that, under a TowerContext, builds one tower and returns its ``(grad, var)``

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from . import logger
-from .input_source.base import FeedfreeInput
-from .tower import TrainTowerContext
+from .base import Trainer
+from .input_source.base import FeedfreeInput, InputSource
+from .input_source.queue import QueueInput
+from .tower import TowerFunc, TrainTowerContext, get_current_tower_context
 from .tower_trainer import SingleCostTrainer, TowerTrainer
 
 __all__ = [
@@ -38,22 +40,18 @@ class NoOpTrainer(SimpleTrainer):
         self.hooked_sess.run([])
 
 
-def _queue_input(dataflow, queue=None):
-    from .input_source import QueueInput
-
-    return QueueInput(dataflow, queue) if queue is not None else QueueInput(dataflow)
-
-
-def _use_feedfree_input(config, queue=None) -> None:
-    """Older trainers took a config whose dataflow they fed through a queue."""
-    if config is None:
-        return
-    if config.data is None and config.dataflow is not None:
-        config.data, config.dataflow = _queue_input(config.dataflow, queue), None
-    if config.data is not None and not isinstance(config.data, FeedfreeInput):
-        raise TypeError(
-            f"{type(config.data).__name__} feeds through feed_dict; this trainer needs a FeedfreeInput"
-        )
+def _feedfree_input(trainer, config, kind: type = FeedfreeInput, queue=None) -> InputSource:
+    """The input an older feed-free trainer reads: ``config.data``, or ``config.dataflow`` through a
+    QueueInput. The config is left as it is."""
+    name = type(trainer).__name__
+    if config.data is None:
+        if config.dataflow is None:
+            raise ValueError(f"{name} needs TrainConfig(dataflow=...) or TrainConfig(data=...)")
+        return QueueInput(config.dataflow, queue)
+    if not isinstance(config.data, kind):
+        why = "" if isinstance(config.data, FeedfreeInput) else " (it feeds through feed_dict)"
+        raise TypeError(f"{name} needs a {kind.__name__}, got {type(config.data).__name__}{why}")
+    return config.data
 
 
 class QueueInputTrainer(SimpleTrainer):
@@ -63,12 +61,12 @@ class QueueInputTrainer(SimpleTrainer):
 
     def __init__(self, config=None, input_queue=None):
         super().__init__(config)
+        self._input_queue = input_queue
         if config is not None:
-            if config.data is None and config.dataflow is None:
-                raise ValueError("QueueInputTrainer needs TrainConfig(dataflow=...)")
-            _use_feedfree_input(config, input_queue)
-            if type(config.data).__name__ != "QueueInput":
-                raise TypeError(f"QueueInputTrainer needs a QueueInput, got {type(config.data).__name__}")
+            self._input_from_config(config)  # a wrong input fails here, as it did in the older API
+
+    def _input_from_config(self, config) -> InputSource:
+        return _feedfree_input(self, config, QueueInput, self._input_queue)
 
 
 class SimpleFeedfreeTrainer(SimpleTrainer):
@@ -78,24 +76,78 @@ class SimpleFeedfreeTrainer(SimpleTrainer):
 
     def __init__(self, config=None):
         super().__init__(config)
-        _use_feedfree_input(config)
+        if config is not None:
+            self._input_from_config(config)
+
+    def _input_from_config(self, config) -> InputSource:
+        return _feedfree_input(self, config)
 
 
 class FeedfreeTrainerBase(TowerTrainer):
-    """Older base class of trainers that read a FeedfreeInput; each step runs ``train_op``."""
+    """Older base class of trainers that read a FeedfreeInput; each step runs ``train_op``.
 
-    _default_input = "queue"
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        _use_feedfree_input(config)
-
-
-class SingleCostFeedfreeTrainer(SingleCostTrainer):
-    """Older base class of single-cost trainers that read a FeedfreeInput."""
-
-    _default_input = "queue"
+    The older way to write a trainer: ``MyTrainer(config).train()``, where ``MyTrainer`` builds
+    its graph in ``_setup()``. ``super()._setup()`` sets up ``self.input_source``
+    (``config.data``, or ``config.dataflow`` through a QueueInput) for ``self.model`` and
+    registers its callbacks; ``build_train_tower()`` builds the model on the input's tensors and
+    returns the cost; ``_setup()`` then sets ``train_op`` (or the class overrides ``run_step``).
+    ``launch_train_with_config(config, MyTrainer())`` works as well. New code subclasses
+    ``TowerTrainer``, or ``SingleCostTrainer`` to minimize one cost.
+    """
 
     def __init__(self, config=None):
         super().__init__(config)
-        _use_feedfree_input(config)
+        self.model = None
+        self.input_source = None
+        if config is not None:
+            self._use_config(config)
+
+    def _use_config(self, config) -> None:
+        self.model = config.model
+        self.input_source = _feedfree_input(self, config)
+
+    def _setup(self) -> None:
+        """Set up the input source for the model and register its callbacks; subclasses then
+        build the graph."""
+        if self.model is None:
+            raise ValueError(f"{type(self).__name__} needs TrainConfig(model=...)")
+        self.register_callback(self.input_source.setup(self.model.get_input_signature()))
+
+    def build_train_tower(self):
+        """Build the model on the input's tensors in the current training tower (a new main
+        tower when there is none); returns the cost."""
+        if self._tower_func is None:
+            self.tower_func = TowerFunc(self.model.build_graph, self.model.get_input_signature())
+        if get_current_tower_context() is not None:
+            return self.tower_func(*self.input_source.get_input_tensors())
+        with TrainTowerContext(""):
+            return self.tower_func(*self.input_source.get_input_tensors())
+
+    def _setup_graph_from_config(self, config) -> None:
+        if config is not self.config:
+            self._use_config(config)
+        self._setup()
+        if self.train_op is None and type(self).run_step is Trainer.run_step:
+            name = type(self).__name__
+            raise NotImplementedError(
+                f"{name} did not set train_op: it is an older abstract base; subclass it, build "
+                f"the graph in _setup() and set train_op there, or train the model with "
+                f"launch_train_with_config(config, SimpleTrainer())"
+            )
+
+
+class SingleCostFeedfreeTrainer(FeedfreeTrainerBase):
+    """Older base class of feed-free trainers that minimize the model's single cost.
+
+    A subclass's ``_setup()`` calls ``super()._setup()``, then ``cost, grads =
+    self._get_cost_and_grad()`` and sets ``train_op`` from the gradients.
+    """
+
+    def _get_cost_and_grad(self):
+        """Build the training tower; returns its cost and the ``(gradient, variable)`` pairs of the
+        model's optimizer."""
+        cost = self.build_train_tower()
+        grads = self.model.get_optimizer().compute_gradients(
+            cost, gate_gradients=False, colocate_gradients_with_ops=True
+        )
+        return cost, [(g, v) for g, v in grads if g is not None]

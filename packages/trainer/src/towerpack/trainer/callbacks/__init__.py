@@ -1,6 +1,7 @@
 """Callbacks and monitors: everything that runs around the training loop."""
 
 from .base import Callback, CallbackFactory, ProxyCallback
+from .distributed_inference import DistributedInferenceRunner
 from .graph import RunOp, RunUpdateOps
 from .group import Callbacks, CallbackToHook
 from .inference import ClassificationError, Inferencer, ScalarStats
@@ -35,6 +36,7 @@ __all__ = [
     "CallbackToHook",
     "Callbacks",
     "ClassificationError",
+    "DistributedInferenceRunner",
     "EnableCallbackIf",
     "EstimatedTimeLeft",
     "GraphVarParam",

@@ -108,6 +108,12 @@ class InferenceRunner(Callback):
             cb.after_train()
 
     def _trigger(self) -> None:
+        results, _ = self._run_inference()
+        for name, value in results.items():
+            self.trainer.monitors.put_scalar(name, value)
+
+    def _run_inference(self) -> tuple[dict, int]:
+        """One pass over the input: the inferencers' results, and the number of batches run."""
         sess = getattr(self.trainer, "sess", None) or tfv1.get_default_session()
         for inf in self.infs:
             inf.before_inference()
@@ -128,10 +134,10 @@ class InferenceRunner(Callback):
                 inf.on_fetches(values[sl])
             n += 1
         logger.info("InferenceRunner: %d batches in %.2f s", n, time.perf_counter() - start)
-        monitors = self.trainer.monitors
+        results = {}
         for inf in self.infs:
-            for name, value in inf.after_inference().items():
-                monitors.put_scalar(name, value)
+            results.update(inf.after_inference())
+        return results, n
 
     def _run(self, sess) -> list:
         """One run with the input's callbacks around it (they feed or stage the batch)."""

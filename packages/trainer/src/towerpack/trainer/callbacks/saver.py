@@ -16,9 +16,16 @@ CHECKPOINT_POINTER = "checkpoint"
 
 
 def write_checkpoint_pointer(checkpoint_dir: str, latest: str, all_paths: list[str]) -> None:
-    """Point ``<dir>/checkpoint`` at ``latest`` atomically (write a temporary file, fsync, rename)."""
+    """Point ``<dir>/checkpoint`` at ``latest`` atomically (write a temporary file, fsync, rename).
+
+    The paths are written relative to the directory, so it can be moved or copied.
+    """
+    relative = [os.path.relpath(p, checkpoint_dir) for p in all_paths]
+    # An absolute directory: TF would make relative paths relative to a relative directory again.
     state = tfv1.train.generate_checkpoint_state_proto(
-        checkpoint_dir, latest, all_model_checkpoint_paths=all_paths
+        os.path.abspath(checkpoint_dir),
+        os.path.relpath(latest, checkpoint_dir),
+        all_model_checkpoint_paths=relative,
     )
     target = os.path.join(checkpoint_dir, CHECKPOINT_POINTER)
     tmp = f"{target}.tmp{os.getpid()}"
@@ -41,10 +48,14 @@ def _checkpoint_files(prefix: str) -> list[str]:
 class ModelSaver(Callback):
     """Saves a checkpoint ``model-<global_step>`` at every trigger (by default every epoch).
 
-    A save is complete (index and data files written) before ``<dir>/checkpoint`` is updated to
-    point at it, and the pointer file is replaced atomically, so a crash or a full disk in the
-    middle of a save leaves the pointer on the previous, complete checkpoint. Older checkpoints
-    are deleted only after the pointer moved. Disk errors are logged, not raised.
+    The index and data files are written before ``<dir>/checkpoint`` is updated to point at
+    them, and the pointer file is replaced atomically, so a process crash (even SIGKILL) or a
+    failed write (a full disk) in the middle of a save leaves the pointer on the previous,
+    complete checkpoint. The checkpoint files are not fsynced (that would stall training for
+    the whole write-back of a large model), so after an operating-system crash or power loss
+    the pointer may name a checkpoint whose data never reached the disk. Older checkpoints are
+    deleted only after the pointer moved. Disk errors are logged, not raised. The pointer holds
+    paths relative to the directory, so the directory can be moved or copied.
 
     Args:
         max_to_keep: how many recent checkpoints to keep.

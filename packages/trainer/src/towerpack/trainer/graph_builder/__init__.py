@@ -1,5 +1,10 @@
-"""Helpers for building data-parallel graphs (device placement, gradient reduction)."""
+"""Helpers for building data-parallel graphs: towers, device placement, gradient reduction, and
+the builders the multi-device trainers are made of (to write custom trainers from)."""
 
+from .asynchronous import AsyncMultiGPUBuilder
+from .data_parallel import DataParallelBuilder
+from .parameter_server import SyncMultiGPUParameterServerBuilder
+from .replicated import SyncMultiGPUReplicatedBuilder
 from .utils import (
     LeastLoadedDeviceSetter,
     aggregate_grads,
@@ -10,7 +15,11 @@ from .utils import (
 )
 
 __all__ = [
+    "AsyncMultiGPUBuilder",
+    "DataParallelBuilder",
     "LeastLoadedDeviceSetter",
+    "SyncMultiGPUParameterServerBuilder",
+    "SyncMultiGPUReplicatedBuilder",
     "aggregate_grads",
     "allreduce_grads",
     "merge_grad_list",

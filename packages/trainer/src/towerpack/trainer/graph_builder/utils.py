@@ -118,7 +118,7 @@ def allreduce_grads(all_grads, average: bool = True, mode: str = "collective"):
     return reduced
 
 
-def aggregate_grads(all_grads, colocation: bool = True, devices=None, average: bool = True):
+def aggregate_grads(all_grads, colocation: bool = False, devices=None, average: bool = True):
     """Reduce KxN (grad, var) pairs of towers that share variables into one list of N pairs.
 
     Args:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..callbacks.base import Callback, CallbackFactory
+from ..callbacks.base import Callback
 from ..compat import tfv1
 
-__all__ = ["FeedfreeInput", "InputSource"]
+__all__ = ["FeedfreeInput", "InputSource", "InputSourceCallback"]
 
 
 class InputSource:
@@ -50,11 +50,12 @@ class InputSource:
     def get_callbacks(self) -> list[Callback]:
         """Callbacks that drive this source; they run on every process, chief or not.
 
-        The first one resets the source's state before training starts.
+        The first one is an :class:`InputSourceCallback`: it resets the source's state before
+        training starts, and through it the trainer finds the source.
         """
         if not self._setup_done:
             raise RuntimeError(f"{type(self).__name__}.setup() must be called before get_callbacks()")
-        cbs = [CallbackFactory(before_train=lambda _: self.reset_state()), *self._get_callbacks()]
+        cbs = [InputSourceCallback(self), *self._get_callbacks()]
         for cb in cbs:
             cb.set_chief_only(False)
         return cbs
@@ -62,6 +63,15 @@ class InputSource:
     def reset_state(self) -> None:
         """Start (or restart) the source; called before training and by inference runners."""
         self._reset_state()
+
+    def raise_if_failed(self) -> None:
+        """Raise the error of the source's background producer, if it failed.
+
+        A producer thread that fails closes its queue, so a step waiting on it gets
+        ``tf.errors.OutOfRangeError``, as if the input were exhausted; the trainer calls this
+        to tell the two apart. Sources without a background producer never raise.
+        """
+        self._raise_if_failed()
 
     def size(self) -> int:
         """Number of elements the source produces per epoch; raises NotImplementedError if unknown."""
@@ -93,6 +103,19 @@ class InputSource:
 
     def _size(self) -> int:
         raise NotImplementedError(f"{type(self).__name__} does not know its size")
+
+    def _raise_if_failed(self) -> None:
+        pass
+
+
+class InputSourceCallback(Callback):
+    """The first callback of every input source: resets it before training; ``source`` is the source."""
+
+    def __init__(self, source: InputSource):
+        self.source = source
+
+    def _before_train(self) -> None:
+        self.source.reset_state()
 
 
 class FeedfreeInput(InputSource):

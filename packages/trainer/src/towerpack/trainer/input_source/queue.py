@@ -47,7 +47,7 @@ class EnqueueThread(threading.Thread):
         except Exception as e:
             if self._stop_event.is_set() or _session_closed(e):
                 return
-            self.error = e
+            self.error = e  # recorded before the queue closes: a reader woken by the close sees it
             logger.error("%s: the input thread failed, closing the queue", type(src).__name__, exc_info=True)
             src._close_queue(self._sess)
         finally:
@@ -76,7 +76,7 @@ class _QueueCallback(Callback):
         self._source._start_thread(getattr(self.trainer, "sess", None) or tfv1.get_default_session())
 
     def _before_run(self, ctx):
-        self._source._raise_if_failed()
+        self._source.raise_if_failed()
         self._runs += 1
         if self._runs % self.SIZE_EVERY == 0:
             return [self._source._size_op]

@@ -39,6 +39,9 @@ class RemappedInput(InputSource):
     def _reset_state(self) -> None:
         self._input.reset_state()
 
+    def _raise_if_failed(self) -> None:
+        self._input.raise_if_failed()
+
 
 class RemappedFeedfreeInput(RemappedInput, FeedfreeInput):
     pass

@@ -109,3 +109,6 @@ class StagingInput(FeedfreeInput):
 
     def _reset_state(self) -> None:
         pass  # the wrapped input is reset by its own callback
+
+    def _raise_if_failed(self) -> None:
+        self._input.raise_if_failed()

@@ -1,0 +1,100 @@
+"""Graph pieces of synchronous training on a ``tf.train.Server`` cluster.
+
+Every worker pushes its gradients into a queue hosted on the first parameter server; the chief
+takes one entry per worker, averages them, applies the average to the global variables and
+then releases the other workers with one token each. Queues shared between the workers' graphs
+are matched by ``shared_name`` on the same device.
+"""
+
+from __future__ import annotations
+
+from ..compat import tf, tfv1
+
+__all__ = [
+    "STATUS_QUEUE",
+    "chief_copies",
+    "global_copies",
+    "ready_queue",
+    "status_queue",
+    "sync_apply_gradients",
+]
+
+STATUS_QUEUE = "towerpack_worker_status"
+
+
+def _queue(name: str, dtypes, shapes, capacity: int, device: str):
+    with tf.device(device):
+        return tfv1.FIFOQueue(capacity, dtypes, shapes, shared_name=name, name=name)
+
+
+def status_queue(ps_index: int, num_workers: int):
+    """Where workers tell parameter server ``ps_index`` that they are alive, and when they have
+    finished: entries ``(worker index, finished)``."""
+    return _queue(
+        f"{STATUS_QUEUE}_{ps_index}",
+        [tf.int32, tf.bool],
+        [[], []],
+        64 * num_workers,
+        f"/job:ps/task:{ps_index}",
+    )
+
+
+def ready_queue(num_workers: int):
+    """The chief puts one token per other worker here once the global variables are initialized."""
+    return _queue("towerpack_ready", [tf.int32], [[]], max(num_workers, 1), "/job:ps/task:0")
+
+
+def _ps_copies(variables: list, num_ps: int, prefix: str, **kwargs) -> list:
+    """An untrainable, zero-initialized ``<prefix>/<name>`` per variable, spread over the ps tasks."""
+    out = []
+    for k, v in enumerate(variables):
+        with tf.device(f"/job:ps/task:{k % num_ps}"):
+            out.append(
+                tfv1.get_variable(
+                    f"{prefix}/{v.op.name}",
+                    shape=v.shape,
+                    dtype=v.dtype.base_dtype,
+                    initializer=tfv1.zeros_initializer(),
+                    trainable=False,
+                    **kwargs,
+                )
+            )
+    return out
+
+
+def global_copies(local_vars: list, num_ps: int) -> list:
+    """One untrainable variable per local variable, named ``global/<name>``, spread over the ps tasks."""
+    return _ps_copies(local_vars, num_ps, "global")
+
+
+def chief_copies(variables: list, num_ps: int) -> list:
+    """One variable per variable, named ``from_chief/<name>``, spread over the ps tasks: the chief
+    writes its values there for the other workers to start from. They are in no collection, so
+    no worker initializes them (over the chief's values) and no checkpoint holds them."""
+    return _ps_copies(variables, num_ps, "from_chief", collections=[])
+
+
+def sync_apply_gradients(grads: list, target_vars: list, opt, num_workers: int, is_chief: bool):
+    """The op of one synchronous step: every worker's gradients averaged and applied once.
+
+    ``grads`` are this worker's gradients for ``target_vars`` (the variables on the parameter
+    servers). Returns an op that finishes once the update of this step is in ``target_vars``.
+    """
+    dtypes = [g.dtype for g in grads]
+    shapes = [g.shape for g in grads]
+    grad_q = _queue("towerpack_grads", dtypes, shapes, num_workers, "/job:ps/task:0")
+    token_q = _queue("towerpack_tokens", [tf.int32], [[]], max(num_workers - 1, 1), "/job:ps/task:0")
+    push = grad_q.enqueue(grads, name="push_gradients")
+    if not is_chief:
+        with tf.control_dependencies([push]):
+            return token_q.dequeue(name="wait_for_update").op
+    with tf.control_dependencies([push]):
+        stacked = grad_q.dequeue_many(num_workers, name="take_gradients")
+    stacked = stacked if isinstance(stacked, (list, tuple)) else [stacked]
+    with tf.name_scope("average_gradients"):
+        averaged = [tf.reduce_mean(s, axis=0) for s in stacked]
+    apply = opt.apply_gradients(list(zip(averaged, target_vars, strict=True)), name="apply_gradients")
+    if num_workers == 1:
+        return apply
+    with tf.control_dependencies([apply]):
+        return token_q.enqueue_many([tf.zeros([num_workers - 1], tf.int32)], name="release_workers")

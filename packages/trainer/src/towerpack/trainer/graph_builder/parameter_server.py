@@ -1,0 +1,48 @@
+"""Synchronous data-parallel training with one shared copy of the variables.
+
+The variables live on the CPU (``ps_device="cpu"``) or spread over the towers' devices by
+size (``ps_device="gpu"``, with ``LeastLoadedDeviceSetter``); every tower reads them, the
+gradients are summed next to each variable and averaged, and one update is applied.
+"""
+
+from __future__ import annotations
+
+from .data_parallel import DataParallelBuilder, build_towers, check_same_variables
+from .utils import LeastLoadedDeviceSetter, aggregate_grads
+
+__all__ = ["SyncMultiGPUParameterServerBuilder"]
+
+PS_DEVICES = ("cpu", "gpu")
+
+
+class SyncMultiGPUParameterServerBuilder(DataParallelBuilder):
+    """Builds shared-variable towers, the gradient average and the update.
+
+    Args:
+        towers, devices: as in ``DataParallelBuilder``.
+        ps_device: ``"cpu"`` (variables on ``/cpu:0``) or ``"gpu"`` (variables spread over the
+            towers' devices).
+        average: average the gradients over the towers (sum them otherwise).
+    """
+
+    def __init__(self, towers, ps_device: str = "gpu", devices=None, average: bool = True):
+        super().__init__(towers, devices)
+        if ps_device not in PS_DEVICES:
+            raise ValueError(f"ps_device must be one of {PS_DEVICES}, got {ps_device!r}")
+        self.ps_device = ps_device
+        self.average = average
+
+    def placement(self) -> list:
+        """One device function per tower: variables on the parameter device(s), the rest local."""
+        ps = ["/cpu:0"] if self.ps_device == "cpu" else list(self.devices)
+        return [LeastLoadedDeviceSetter(d, ps) for d in self.devices]
+
+    def call_for_each_tower(self, tower_fn):
+        """Build ``tower_fn`` (returning ``(grad, var)`` pairs) in every tower; returns the K lists."""
+        return build_towers(self.towers, tower_fn, self.placement())
+
+    def build(self, grad_list, get_opt_fn):
+        """Average the towers' gradients next to each variable and apply them once; returns the op."""
+        check_same_variables(grad_list, replicated=False)
+        grads = aggregate_grads(grad_list, colocation=True, average=self.average)
+        return get_opt_fn().apply_gradients(grads, name="train_op")

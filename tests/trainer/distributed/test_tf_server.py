@@ -1,0 +1,124 @@
+"""TF-server trainers on a real tf.train.Server cluster started by `launch --backend tf-server`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.dist_models import train_reference
+from support.launcher_run import launch, wait_ready
+from support.procs import free_port
+
+pytestmark = [pytest.mark.multiprocess]
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "tf_train.py")
+BATCH = 8
+TOL = 1e-9  # float64; only the summation order of the averaged gradients differs
+
+
+def _load(folder: Path, rank: int) -> dict[str, np.ndarray]:
+    with np.load(folder / f"vars.{rank}.npz") as f:
+        return {k.replace("__", "/"): f[k] for k in f.files}
+
+
+@pytest.mark.parametrize(
+    ("mode", "workers", "ps"), [("replicated", 2, 1), ("ps", 2, 1), ("replicated", 3, 2)], ids=str
+)
+def test_matches_simple_trainer_and_ps_exit(tmp_path, mode, workers, ps):
+    args = ["--backend", "tf-server", "--np", str(workers), "--ps", str(ps)]
+    proc = launch(*args, SCRIPT, str(tmp_path), "--mode", mode, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Each parameter server left on its own once every worker was done.
+    for i in range(ps):
+        assert f"Parameter server {i}: every worker has finished" in proc.stderr
+    expected = train_reference(batch=workers * BATCH, epochs=2)
+    for r in range(workers):
+        got = _load(tmp_path, r)
+        for name in ("w", "b"):
+            np.testing.assert_allclose(got[name], expected[name], atol=TOL, err_msg=f"worker {r} {name}")
+            if mode == "replicated":
+                np.testing.assert_allclose(got[f"global/{name}"], expected[name], atol=TOL)
+        # Worker-local variables (a callback's starts at 1000 x rank) started from the chief's.
+        assert got["global_step"] == got["steps_seen"] == expected["global_step"], f"worker {r}"
+
+
+def test_killed_worker_ends_the_job(tmp_path):
+    args = ["--backend", "tf-server", "--np", "2", "--ps", "1"]
+    proc = launch(*args, SCRIPT, str(tmp_path), "--epochs", "100", "--die-rank", "1", timeout=120)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert not list(tmp_path.glob("vars.*"))
+
+
+@pytest.mark.timeout(150)
+def test_parameter_server_ends_the_job_when_a_worker_dies_outside_launch(tmp_path):
+    """Tasks started by hand with TF_CONFIG (as under Slurm), no launcher watching them: a worker
+    SIGKILLed right after its first step (before a periodic heartbeat) leaves no "finished" token;
+    the parameter server exits non-zero once the worker has been silent for worker_timeout, and
+    the chief blocked on it ends as well."""
+    timeout = 6.0
+    spec = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)], "ps": [f"127.0.0.1:{free_port()}"]}
+    tasks = {"ps": ("ps", 0), "chief": ("worker", 0), "worker1": ("worker", 1)}
+    args = [sys.executable, SCRIPT, str(tmp_path), "--epochs", "1000", "--hang-rank", "1"]
+    procs, logs = {}, {}
+    try:
+        for name, (job, index) in tasks.items():
+            config = json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
+            logs[name] = tmp_path / f"{name}.log"
+            with logs[name].open("w") as log:
+                procs[name] = subprocess.Popen(
+                    [*args, "--worker-timeout", str(timeout)],
+                    env=dict(os.environ, TF_CONFIG=config),
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+        pid = wait_ready(tmp_path, 1, timeout=90)["1"]
+        assert pid == procs["worker1"].pid
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        try:
+            ps_status = procs["ps"].wait(timeout=timeout + 30)
+            ps_took = time.monotonic() - killed
+            chief_status = procs["chief"].wait(timeout=30)
+        except subprocess.TimeoutExpired as e:
+            logged = "\n".join(f"--- {n}:\n{f.read_text()[-3000:]}" for n, f in logs.items())
+            pytest.fail(f"{e}\n{logged}")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    ps_log, chief_log = logs["ps"].read_text(), logs["chief"].read_text()
+    assert ps_status == 1, ps_log[-3000:]
+    assert "worker(s) [1] did not finish and sent no heartbeat for 6 s" in ps_log
+    # Counted from its last heartbeat, at most one heartbeat interval (1.5 s) before the kill.
+    assert timeout - 2 <= ps_took < timeout + 20
+    assert chief_status != 0, chief_log[-3000:]
+    assert not list(tmp_path.glob("vars.*"))
+
+
+def test_resume_from_the_chief_checkpoint(tmp_path):
+    args = ["--backend", "tf-server", "--np", "2", "--ps", "1", SCRIPT, str(tmp_path), "--mode", "replicated"]
+    logdir = tmp_path / "logs"
+    proc = launch(*args, "--epochs", "2", "--logdir", str(logdir), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (logdir / "checkpoint").exists()
+    for old in tmp_path.glob("vars.*"):
+        old.unlink()
+    proc = launch(*args, "--epochs", "3", "--logdir", str(logdir), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Resuming from" in proc.stderr
+    expected = train_reference(batch=2 * BATCH, epochs=3)
+    for r in range(2):
+        got = _load(tmp_path, r)
+        for name in ("w", "b", "global/w"):
+            np.testing.assert_allclose(got[name], expected[name.split("/")[-1]], atol=TOL)
+        # The non-chief continues the restored global step and non-trainable variable too.
+        assert got["global_step"] == got["steps_seen"] == expected["global_step"] == 18, f"worker {r}"
