@@ -11,20 +11,27 @@ PYTEST_ARGS ?=
 TF_EXTRA ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup system-deps test lint clean distclean
+.PHONY: setup system-deps test lint clean distclean demo bench
 
-setup: $(VENV)/.deps-stamp $(if $(filter 1,$(HOROVOD)),$(VENV)/.horovod-stamp)
+# The stamps name the TensorFlow flavour, so that switching TF_EXTRA reinstalls.
+DEPS_STAMP := $(VENV)/.deps-$(TF_EXTRA)-stamp
+OTHER_TF := $(if $(filter gpu,$(TF_EXTRA)),tensorflow-cpu,tensorflow)
 
-$(PY):
+setup: $(DEPS_STAMP) $(if $(filter 1,$(HOROVOD)),$(VENV)/.horovod-$(TF_EXTRA)-stamp)
+
+# Stamped only once pip, setuptools and wheel are current (a failed upgrade is retried).
+$(VENV)/.tools-stamp:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -c constraints.txt pip setuptools wheel
+	touch $@
 
-$(VENV)/.deps-stamp: constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(PY)
+$(DEPS_STAMP): constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(VENV)/.tools-stamp
+	$(PIP) uninstall --quiet --yes $(OTHER_TF) 2>/dev/null || true
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
 	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA),plot]' -e packages/launcher
 	touch $@
 
-$(VENV)/.horovod-stamp: $(VENV)/.deps-stamp scripts/build_horovod.sh
+$(VENV)/.horovod-$(TF_EXTRA)-stamp: $(DEPS_STAMP) scripts/build_horovod.sh
 	scripts/build_horovod.sh $(VENV) $(WHEEL_CACHE)
 	touch $@
 
@@ -35,6 +42,17 @@ system-deps:
 test: setup system-deps
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$rc
+
+# The digits demo: one process per GPU where `nvidia-smi -L` lists GPUs, else 2 CPU processes.
+DEMO_ARGS ?=
+demo: setup
+	@if nvidia-smi -L >/dev/null 2>&1; then procs="--gpus all"; else procs="--np 2"; fi; \
+	$(VENV)/bin/launch $$procs examples/digits/train.py $(DEMO_ARGS)
+
+# Every script in benchmarks/ and one table of ratios (QUICK=1: their quick modes).
+QUICK ?=
+bench: setup
+	$(PY) scripts/bench.py $(if $(filter 1,$(QUICK)),--quick)
 
 lint: setup
 	$(PY) -m ruff check .
