@@ -78,6 +78,14 @@ def test_killed_rank_ends_the_job(tmp_path):
     assert not list(out.glob("vars.*"))
 
 
+def test_stop_training_in_one_rank_fails_the_others_with_an_explanation(tmp_path):
+    """Horovod cannot tell a rank that finished from one that failed: the others fail, saying so."""
+    proc, out = _run(tmp_path, 2, "--epochs", "50", "--stop-rank", "1", timeout=90)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Rank 0: another rank has left Horovod. Either it ended training early" in proc.stderr
+    assert (out / "vars.1.npz").exists() and not (out / "vars.0.npz").exists()
+
+
 def test_resume_from_the_chief_checkpoint(tmp_path):
     logdir = tmp_path / "logs"
     proc, out = _run(tmp_path, 2, "--epochs", "2", "--logdir", str(logdir))

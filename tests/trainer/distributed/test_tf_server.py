@@ -50,6 +50,24 @@ def test_matches_simple_trainer_and_ps_exit(tmp_path, mode, workers, ps):
         assert got["global_step"] == got["steps_seen"] == expected["global_step"], f"worker {r}"
 
 
+@pytest.mark.parametrize("rank", [0, 1], ids=["chief", "worker"])
+def test_stop_training_in_one_worker_ends_every_worker_at_the_same_step(tmp_path, rank):
+    """StopTraining in one worker (any) ends the job cleanly: before, the others waited forever
+    for its gradients in the next synchronous step."""
+    args = ["--backend", "tf-server", "--np", "3", "--ps", "1"]
+    proc = launch(*args, SCRIPT, str(tmp_path), "--epochs", "100", "--stop-rank", str(rank), timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Parameter server 0: every worker has finished" in proc.stderr
+    assert proc.stderr.count("stops at global_step 3: another worker has ended training") == 2, proc.stderr[
+        -3000:
+    ]
+    got = [_load(tmp_path, r) for r in range(3)]
+    for r in range(3):
+        assert got[r]["global_step"] == 3, f"worker {r}"
+        for name in ("w", "b"):
+            np.testing.assert_array_equal(got[r][name], got[0][f"global/{name}"], err_msg=f"worker {r}")
+
+
 def test_killed_worker_ends_the_job(tmp_path):
     args = ["--backend", "tf-server", "--np", "2", "--ps", "1"]
     proc = launch(*args, SCRIPT, str(tmp_path), "--epochs", "100", "--die-rank", "1", timeout=120)

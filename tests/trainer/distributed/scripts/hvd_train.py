@@ -22,6 +22,7 @@ from towerpack.trainer import (
     HorovodTrainer,
     ModelSaver,
     ScalarStats,
+    StopTraining,
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf, tfv1
@@ -77,6 +78,19 @@ class DieAt(Callback):
             os._exit(3)
 
 
+class StopAt(Callback):
+    """Raise StopTraining at a given global step (in this rank only)."""
+
+    _chief_only = False
+
+    def __init__(self, step):
+        self.step = step
+
+    def _trigger_step(self):
+        if self.global_step >= self.step:
+            raise StopTraining("stop")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -84,6 +98,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--logdir")
     p.add_argument("--die-rank", type=int, default=-1)
+    p.add_argument("--stop-rank", type=int, default=-1)
     p.add_argument("--val-batches", type=int, default=5)
     a = p.parse_args()
     out = Path(a.out)
@@ -99,6 +114,8 @@ def main():
     callbacks.append(evaluator)
     if trainer.rank == a.die_rank:
         callbacks.append(DieAt(3))
+    if trainer.rank == a.stop_rank:
+        callbacks.append(StopAt(3))
     config = AutoResumeTrainConfig(
         model=Regression64(seed=1 + trainer.rank),
         dataflow=RankSlices(x, y, a.batch, trainer.rank, trainer.size),

@@ -1,7 +1,7 @@
 """Worker/ps script: train Regression64 with a TF-server trainer and save every variable per worker.
 
 Usage: tf_train.py OUTDIR --mode replicated|ps [--epochs N] [--batch B] [--logdir DIR]
-    [--die-rank R | --hang-rank R] [--worker-timeout S]
+    [--die-rank R | --hang-rank R | --stop-rank R --stop-step S] [--worker-timeout S]
 Parameter-server tasks serve from the trainer's constructor and exit when the workers are done.
 """
 
@@ -22,6 +22,7 @@ from towerpack.trainer import (
     DistributedTrainerParameterServer,
     DistributedTrainerReplicated,
     ModelSaver,
+    StopTraining,
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf, tfv1
@@ -47,6 +48,19 @@ class HangAt(Callback):
         if self.global_step >= 1:
             self.path.write_text(str(os.getpid()))
             time.sleep(600)
+
+
+class StopAt(Callback):
+    """Raise StopTraining once the global step reaches ``step`` (in this worker only)."""
+
+    _chief_only = False
+
+    def __init__(self, step):
+        self.step = step
+
+    def _trigger_step(self):
+        if self.global_step >= self.step:
+            raise StopTraining(f"stop at {self.step}")
 
 
 class StepsSeen(Callback):
@@ -75,6 +89,8 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--die-rank", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=-1)
+    p.add_argument("--stop-rank", type=int, default=-1)
+    p.add_argument("--stop-step", type=int, default=3)
     p.add_argument("--worker-timeout", type=float, default=120.0)
     p.add_argument("--logdir")
     a = p.parse_args()
@@ -86,6 +102,8 @@ def main():
     callbacks = [StepsSeen(rank), FetchVariables(values)]
     if rank == a.die_rank:
         callbacks.append(DieAt())
+    if rank == a.stop_rank:
+        callbacks.append(StopAt(a.stop_step))
     if rank == a.hang_rank:
         callbacks.append(HangAt(a.out, rank))
     if a.logdir:

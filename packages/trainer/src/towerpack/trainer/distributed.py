@@ -17,13 +17,15 @@ import threading
 import time
 
 from . import logger
-from .base import NewSessionCreator
+from .base import NewSessionCreator, StopTraining
 from .cluster import ClusterTask, create_server, read_tf_config
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
 from .graph_builder.distributed import (
     chief_copies,
+    close_sync_queues,
     global_copies,
+    is_sync_queue_closed,
     ready_queue,
     status_queue,
     sync_apply_gradients,
@@ -124,15 +126,17 @@ def _local_rank() -> int | None:
 
 class _Heartbeat:
     """Tells every parameter server, from a thread, that this worker is alive; ``finish()``
-    tells them it has finished. Runs in a session and graph of its own."""
+    tells them it has finished, and ends the synchronous steps of the others (whose gradients
+    have the dtypes and shapes of ``grads``). Runs in a session and graph of its own."""
 
-    def __init__(self, target: str, task: ClusterTask, interval: float):
+    def __init__(self, target: str, task: ClusterTask, interval: float, grads: tuple[list, list]):
         self.interval = interval
         graph = tf.Graph()
         with graph.as_default():
             queues = [status_queue(i, task.num_workers) for i in range(task.num_ps)]
             self._beat = tf.group(*[q.enqueue([task.index, False]) for q in queues])
-            self._finish = tf.group(*[q.enqueue([task.index, True]) for q in queues])
+            finished = tf.group(*[q.enqueue([task.index, True]) for q in queues])
+            self._finish = [close_sync_queues(*grads, task.num_workers), finished]
         config = tfv1.ConfigProto(device_filters=["/job:ps", task.device])
         self._sess = tfv1.Session(target, graph=graph, config=config)
         self._stopped = threading.Event()
@@ -165,7 +169,8 @@ class _Heartbeat:
             self._thread.join()
 
     def finish(self) -> None:
-        """Stop the heartbeats and leave the "finished" token on every parameter server."""
+        """Stop the heartbeats, close the synchronous step's queues and leave the "finished"
+        token on every parameter server."""
         self.stop()
         try:
             self._sess.run(self._finish, options=tfv1.RunOptions(timeout_in_ms=30_000))
@@ -268,6 +273,7 @@ class DistributedTrainerBase(SingleCostTrainer):
             grads = self._make_get_grad_fn(input, get_cost_fn, get_opt_fn)()
         local_vars = [v for _, v in grads]
         grad_tensors = [tf.convert_to_tensor(g) for g, _ in grads]
+        self._grad_signature = ([g.dtype for g in grad_tensors], [g.shape for g in grad_tensors])
         targets = global_copies(local_vars, task.num_ps) if self._replicated else local_vars
         self._local_vars, self._targets = local_vars, targets
         with tf.device(self.device):
@@ -290,7 +296,8 @@ class DistributedTrainerBase(SingleCostTrainer):
             self.server = create_server(self.task, server_config)
         if isinstance(session_creator, NewSessionCreator):
             session_creator = _ClusterSessionCreator(self, session_config)
-        self._heartbeat = _Heartbeat(self.server.target, self.task, min(HEARTBEAT_S, self.worker_timeout / 4))
+        interval = min(HEARTBEAT_S, self.worker_timeout / 4)
+        self._heartbeat = _Heartbeat(self.server.target, self.task, interval, self._grad_signature)
         try:
             super().initialize(session_creator, session_init)
         except BaseException:
@@ -348,6 +355,18 @@ class DistributedTrainerBase(SingleCostTrainer):
                 self.task.index,
             )
             raise
+        except (tf.errors.CancelledError, tf.errors.OutOfRangeError) as e:
+            if not is_sync_queue_closed(e):
+                raise
+            logger.warning(
+                "Worker %d stops at global_step %d: another worker has ended training (StopTraining, "
+                "or it ran fewer steps; workers of a synchronous job run the same steps)",
+                self.task.index,
+                self.global_step,
+            )
+            # The step did not happen, but the global step's increment (run beside it) may have.
+            tfv1.train.get_global_step(self.sess.graph).load(self.global_step, self.sess)
+            raise StopTraining("another worker has ended training") from None
 
     def main_loop(self, steps_per_epoch: int, starting_epoch: int, max_epoch: int) -> None:
         # "Finished" only when training ended normally: after a failure the heartbeats just stop,

@@ -107,6 +107,22 @@ class HorovodTrainer(SingleCostTrainer):
             self.train_op = get_opt_fn().apply_gradients(grads, name="train_op")
         return [BroadcastGlobalVariables()] if self.broadcast_every_epoch else []
 
+    def run_step(self) -> None:
+        try:
+            super().run_step()
+        except tf.errors.OpError as e:
+            # Horovod cannot tell a peer that ended normally from one that failed or stalled, so
+            # this stays an error (unlike the TF-server trainers, where a finished worker ends
+            # the others cleanly).
+            if "Horovod has been shut down" in e.message:
+                logger.error(
+                    "Rank %d: another rank has left Horovod. Either it ended training early "
+                    "(StopTraining in some ranks only, or fewer steps: every rank must run the same "
+                    "steps) or it failed (see its log).",
+                    self.rank,
+                )
+            raise
+
     def initialize(self, session_creator, session_init) -> None:
         # Pin this rank's GPU; without GPUs (or with a custom creator) there is nothing to pin.
         # A launcher that sets CUDA_VISIBLE_DEVICES per rank leaves one GPU visible: that is ours.

@@ -3,7 +3,8 @@
 Every worker pushes its gradients into a queue hosted on the first parameter server; the chief
 takes one entry per worker, averages them, applies the average to the global variables and
 then releases the other workers with one token each. Queues shared between the workers' graphs
-are matched by ``shared_name`` on the same device.
+are matched by ``shared_name`` on the same device. A worker that ends training closes both
+queues, so that the others end at the same step instead of waiting for it forever.
 """
 
 from __future__ import annotations
@@ -12,14 +13,19 @@ from ..compat import tf, tfv1
 
 __all__ = [
     "STATUS_QUEUE",
+    "SYNC_QUEUES",
     "chief_copies",
+    "close_sync_queues",
     "global_copies",
+    "is_sync_queue_closed",
     "ready_queue",
     "status_queue",
     "sync_apply_gradients",
+    "sync_queues",
 ]
 
 STATUS_QUEUE = "towerpack_worker_status"
+SYNC_QUEUES = ("towerpack_grads", "towerpack_tokens")
 
 
 def _queue(name: str, dtypes, shapes, capacity: int, device: str):
@@ -74,16 +80,37 @@ def chief_copies(variables: list, num_ps: int) -> list:
     return _ps_copies(variables, num_ps, "from_chief", collections=[])
 
 
+def sync_queues(dtypes: list, shapes: list, num_workers: int):
+    """The two queues of the synchronous step: the workers' gradients (``dtypes`` and ``shapes``
+    of one worker's), and the chief's tokens that release the other workers."""
+    grad_q = _queue(SYNC_QUEUES[0], dtypes, shapes, num_workers, "/job:ps/task:0")
+    token_q = _queue(SYNC_QUEUES[1], [tf.int32], [[]], max(num_workers - 1, 1), "/job:ps/task:0")
+    return grad_q, token_q
+
+
+def close_sync_queues(dtypes: list, shapes: list, num_workers: int):
+    """The op that ends synchronous training for every worker: once the queues are closed, a
+    worker's next step fails with an error naming one of ``SYNC_QUEUES`` (see
+    :func:`is_sync_queue_closed`). Steps already released are not affected."""
+    return tf.group(
+        *[q.close(cancel_pending_enqueues=True) for q in sync_queues(dtypes, shapes, num_workers)]
+    )
+
+
+def is_sync_queue_closed(error) -> bool:
+    """Whether a step failed because another worker closed the synchronous step's queues."""
+    if not isinstance(error, tf.errors.CancelledError | tf.errors.OutOfRangeError):
+        return False
+    return "closed" in error.message and any(name in error.message for name in SYNC_QUEUES)
+
+
 def sync_apply_gradients(grads: list, target_vars: list, opt, num_workers: int, is_chief: bool):
     """The op of one synchronous step: every worker's gradients averaged and applied once.
 
     ``grads`` are this worker's gradients for ``target_vars`` (the variables on the parameter
     servers). Returns an op that finishes once the update of this step is in ``target_vars``.
     """
-    dtypes = [g.dtype for g in grads]
-    shapes = [g.shape for g in grads]
-    grad_q = _queue("towerpack_grads", dtypes, shapes, num_workers, "/job:ps/task:0")
-    token_q = _queue("towerpack_tokens", [tf.int32], [[]], max(num_workers - 1, 1), "/job:ps/task:0")
+    grad_q, token_q = sync_queues([g.dtype for g in grads], [g.shape for g in grads], num_workers)
     push = grad_q.enqueue(grads, name="push_gradients")
     if not is_chief:
         with tf.control_dependencies([push]):
