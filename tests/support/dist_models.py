@@ -6,8 +6,11 @@ step ``k``, so the ranks together see exactly the batches of one process at batc
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from towerpack.trainer.base import StopTraining
 from towerpack.trainer.callbacks.base import Callback
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.model_desc import ModelDesc
@@ -90,3 +93,30 @@ class FetchVariables(Callback):
     def _after_train(self):
         for v in tfv1.global_variables():
             self.out[v.op.name] = self.trainer.sess.run(v)
+
+
+class DieAt(Callback):
+    """Kill this process abruptly (exit status 3) once the global step reaches ``step``; the
+    other processes are then blocked in a collective or a synchronous step."""
+
+    _chief_only = False
+
+    def __init__(self, step: int = 3):
+        self.step = step
+
+    def _trigger_step(self):
+        if self.global_step >= self.step:
+            os._exit(3)
+
+
+class StopAt(Callback):
+    """Raise StopTraining once the global step reaches ``step`` (in this process only)."""
+
+    _chief_only = False
+
+    def __init__(self, step: int = 3):
+        self.step = step
+
+    def _trigger_step(self):
+        if self.global_step >= self.step:
+            raise StopTraining(f"stop at {self.step}")

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # tests/, for support.*
 
-from support.dist_models import FetchVariables, RankSlices, Regression64, regression_data
+from support.dist_models import DieAt, FetchVariables, RankSlices, Regression64, StopAt, regression_data
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     Callback,
@@ -22,7 +22,6 @@ from towerpack.trainer import (
     HorovodTrainer,
     ModelSaver,
     ScalarStats,
-    StopTraining,
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf, tfv1
@@ -63,32 +62,6 @@ class ValidationShard:
 
     def __iter__(self):
         return iter(self.parts)
-
-
-class DieAt(Callback):
-    """Kill this rank abruptly at a given global step (the others are then blocked in a collective)."""
-
-    _chief_only = False
-
-    def __init__(self, step):
-        self.step = step
-
-    def _trigger_step(self):
-        if self.global_step >= self.step:
-            os._exit(3)
-
-
-class StopAt(Callback):
-    """Raise StopTraining at a given global step (in this rank only)."""
-
-    _chief_only = False
-
-    def __init__(self, step):
-        self.step = step
-
-    def _trigger_step(self):
-        if self.global_step >= self.step:
-            raise StopTraining("stop")
 
 
 def main():

@@ -15,25 +15,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # tests/, for support.*
 
-from support.dist_models import FetchVariables, RankSlices, Regression64, regression_data
+from support.dist_models import DieAt, FetchVariables, RankSlices, Regression64, StopAt, regression_data
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     Callback,
     DistributedTrainerParameterServer,
     DistributedTrainerReplicated,
     ModelSaver,
-    StopTraining,
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf, tfv1
-
-
-class DieAt(Callback):
-    _chief_only = False
-
-    def _trigger_step(self):
-        if self.global_step >= 3:
-            os._exit(3)
 
 
 class HangAt(Callback):
@@ -48,19 +39,6 @@ class HangAt(Callback):
         if self.global_step >= 1:
             self.path.write_text(str(os.getpid()))
             time.sleep(600)
-
-
-class StopAt(Callback):
-    """Raise StopTraining once the global step reaches ``step`` (in this worker only)."""
-
-    _chief_only = False
-
-    def __init__(self, step):
-        self.step = step
-
-    def _trigger_step(self):
-        if self.global_step >= self.step:
-            raise StopTraining(f"stop at {self.step}")
 
 
 class StepsSeen(Callback):
