@@ -8,6 +8,7 @@ import sys
 import tqdm
 
 from ..compat import tf, tfv1
+from ..common import get_global_step_var
 from .base import Callback
 
 __all__ = ["MaintainStepCounter", "ProgressBar"]
@@ -24,12 +25,7 @@ class MaintainStepCounter(Callback):
     _chief_only = False
 
     def _setup_graph(self):
-        graph = tfv1.get_default_graph()
-        gs = tfv1.train.get_global_step(graph)
-        if gs is None:
-            with tfv1.name_scope(None), tfv1.device("/cpu:0"):
-                gs = tfv1.train.get_or_create_global_step(graph)
-        self.gs_var = gs
+        gs = self.gs_var = get_global_step_var()
         with tfv1.name_scope(None), tf.control_dependencies(None):
             self._incr = tfv1.assign_add(gs, 1, name="global_step_incr").op
         self._args = tfv1.train.SessionRunArgs(fetches=self._incr)

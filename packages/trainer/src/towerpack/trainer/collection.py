@@ -1,0 +1,38 @@
+"""Graph collections saved and put back: what lets a layer or a tower add to UPDATE_OPS or
+TRAINABLE_VARIABLES and have only some of its additions kept."""
+
+from __future__ import annotations
+
+import contextlib
+
+from .compat import tfv1
+
+__all__ = ["backup_collection", "freeze_collection", "restore_collection"]
+
+
+def backup_collection(keys=None) -> dict:
+    """``{key: copy of the collection}`` for ``keys`` (default: every collection of the graph)."""
+    graph = tfv1.get_default_graph()
+    if keys is None:
+        keys = graph.get_all_collection_keys()
+    elif isinstance(keys, str):
+        keys = [keys]
+    return {k: list(graph.get_collection(k)) for k in keys}
+
+
+def restore_collection(backup: dict) -> None:
+    """Put the collections of ``backup`` back, in place, as they were."""
+    graph = tfv1.get_default_graph()
+    for key, items in backup.items():
+        graph.get_collection_ref(key)[:] = items
+
+
+@contextlib.contextmanager
+def freeze_collection(keys):
+    """Inside, additions to the ``keys`` collections are dropped when the block ends (also when it
+    raises)."""
+    backup = backup_collection(keys)
+    try:
+        yield
+    finally:
+        restore_collection(backup)
