@@ -1,13 +1,15 @@
 """towerpack.trainer: the per-process TensorFlow graph-mode training loop.
 
 ``from towerpack.trainer import *`` gives the trainers, configs, callbacks, monitors, input
-sources, towers, predictors and session initializers (what ``from tensorpack import *`` gave).
+sources, towers, predictors, session initializers, layers and graph helpers (what
+``from tensorpack import *`` gave).
 """
 
 from . import logger
 from .base import NewSessionCreator, StopTraining, Trainer, default_session_config
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
+from .common import get_global_step_value, get_global_step_var
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
 from .distributed import (
     DistributedReplicatedTrainer,
@@ -19,6 +21,8 @@ from .input_source import *  # noqa: F403
 from .input_source import __all__ as _inputs_all
 from .interface import apply_default_prefetch, launch_train_with_config
 from .model_desc import ModelDesc, ModelDescBase
+from .models import *  # noqa: F403
+from .models import __all__ as _models_all
 from .multigpu import (
     AsyncMultiGPUTrainer,
     MultiGPUTrainerBase,
@@ -94,6 +98,8 @@ __all__ = [
     "Trainer",
     "add_moving_summary",
     "add_tensor_summary",
+    "get_global_step_value",
+    "get_global_step_var",
     "apply_default_prefetch",
     "default_session_config",
     "get_current_tower_context",
@@ -101,4 +107,5 @@ __all__ = [
     "logger",
     *_callbacks_all,
     *_inputs_all,
+    *_models_all,
 ]

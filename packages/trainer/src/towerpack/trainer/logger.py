@@ -15,6 +15,7 @@ import time
 
 __all__ = [
     "LOGGER",
+    "auto_set_dir",
     "debug",
     "error",
     "exception",
@@ -106,6 +107,15 @@ def set_logger_dir(dirname: str, action: str | None = None) -> str:
     _LOG_DIR = dirname
     info("Log directory: %s", dirname)
     return dirname
+
+
+def auto_set_dir(action: str | None = None, name: str | None = None) -> str:
+    """``set_logger_dir('train_log/<script name>[:name]', action)``, named after the running script."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    base = os.path.splitext(os.path.basename(script))[0] if script else "interactive"
+    dirname = os.path.join("train_log", base + (f":{name}" if name else ""))
+    return set_logger_dir(dirname, action=action)
 
 
 def get_logger_dir() -> str | None:

@@ -7,8 +7,8 @@ import sys
 
 import tqdm
 
-from ..compat import tf, tfv1
 from ..common import get_global_step_var
+from ..compat import tf, tfv1
 from .base import Callback
 
 __all__ = ["MaintainStepCounter", "ProgressBar"]

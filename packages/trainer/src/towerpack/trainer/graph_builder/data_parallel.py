@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from ..tower import TrainTowerContext
+from . import cross_tower
 from .utils import override_to_local_variable
 
 tfv1 = tf.compat.v1
@@ -70,6 +71,7 @@ def build_towers(towers, func, devices=None, vs_names=None, local_replicas: bool
             TrainTowerContext(name, vs_name=vs_name, index=k, total=len(towers)),
         ):
             results.append(func())
+    cross_tower.check_complete(len(towers))
     return results
 
 

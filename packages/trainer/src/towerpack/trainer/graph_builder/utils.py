@@ -36,6 +36,11 @@ _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp", "AutoReloadV
 _collective_keys = itertools.count(1000)
 
 
+def next_collective_key() -> int:
+    """A group or instance key for collective ops not used before in this process."""
+    return next(_collective_keys)
+
+
 def split_grad_list(grad_list):
     """KxN list of (grad, var) pairs -> (KxN grads, KxN vars)."""
     grads = [[g for g, _ in tower] for tower in grad_list]
@@ -86,7 +91,7 @@ def allreduce_grads(all_grads, average: bool = True, mode: str = "collective"):
     if num_towers == 1:
         return [list(all_grads[0])]
     reduced = [[None] * num_vars for _ in range(num_towers)]
-    group_key = next(_collective_keys)
+    group_key = next_collective_key()
     with tfv1.name_scope("AllReduce"):
         for i in range(num_vars):
             grads = [_dense(all_grads[k][i]) for k in range(num_towers)]
@@ -96,7 +101,7 @@ def allreduce_grads(all_grads, average: bool = True, mode: str = "collective"):
                     raise ValueError(f"mode='nccl' needs every gradient on a GPU; found devices {not_gpu}")
                 summed = nccl_ops.all_sum(grads)
             elif mode == "collective":
-                instance_key = next(_collective_keys)
+                instance_key = next_collective_key()
                 summed = []
                 for g in grads:
                     with tf.device(g.device):

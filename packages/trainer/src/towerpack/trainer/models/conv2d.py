@@ -1,0 +1,144 @@
+"""Conv2D and Conv2DTranspose (also registered as Deconv2D), with the reference's variable names
+``W`` and ``b``."""
+
+from __future__ import annotations
+
+from ..compat import tf, tfv1
+from ._common import default_kernel_initializer, finish, int_pair, padding_name
+from .layer_args import data_format_is_nchw, layer_args
+from .registry import layer_register, register_alias
+
+__all__ = ["Conv2D", "Conv2DTranspose", "Deconv2D"]
+
+_CONV_ALIASES = {"out_channel": "filters", "kernel_shape": "kernel_size", "stride": "strides"}
+
+
+def _channels(x, nchw: bool, layer: str) -> int:
+    if x.shape.rank != 4:
+        raise ValueError(f"{layer} needs a 4-D input, got shape {x.shape}")
+    c = x.shape[1 if nchw else 3]
+    if c is None:
+        raise ValueError(f"{layer} needs the number of input channels to be known, got shape {x.shape}")
+    return int(c)
+
+
+def _bias(x, filters, dtype, use_bias, initializer, regularizer, nchw):
+    if not use_bias:
+        return x, None
+    b = tfv1.get_variable("b", [filters], dtype=dtype, initializer=initializer, regularizer=regularizer)
+    return tf.nn.bias_add(x, b, data_format="NCHW" if nchw else "NHWC"), b
+
+
+@layer_register(log_shape=True)
+@layer_args(positional=("filters", "kernel_size"), aliases=_CONV_ALIASES)
+def Conv2D(
+    inputs,
+    filters,
+    kernel_size,
+    strides=(1, 1),
+    padding="same",
+    data_format="channels_last",
+    dilation_rate=(1, 1),
+    activation=None,
+    use_bias=True,
+    kernel_initializer=None,
+    bias_initializer=tfv1.zeros_initializer(),
+    kernel_regularizer=None,
+    bias_regularizer=None,
+    activity_regularizer=None,
+    split=1,
+):
+    """A 2-D convolution: ``W`` [kh, kw, C_in/split, filters] and ``b`` [filters].
+
+    ``split > 1`` is a grouped convolution (C_in and filters divisible by split). Output
+    ``output``; ``output.variables`` holds W and b.
+    """
+    nchw = data_format_is_nchw(data_format)
+    in_channel = _channels(inputs, nchw, "Conv2D")
+    filters, split = int(filters), int(split)
+    if split < 1 or in_channel % split or filters % split:
+        raise ValueError(
+            f"Conv2D split={split} must divide both the input channels ({in_channel}) and filters ({filters})"
+        )
+    kh, kw = int_pair(kernel_size, "kernel_size")
+    dtype = inputs.dtype.base_dtype
+    W = tfv1.get_variable(
+        "W",
+        [kh, kw, in_channel // split, filters],
+        dtype=dtype,
+        initializer=kernel_initializer or default_kernel_initializer(),
+        regularizer=kernel_regularizer,
+    )
+    x = tf.nn.conv2d(
+        inputs,
+        W,
+        strides=int_pair(strides, "strides"),
+        padding=padding_name(padding),
+        data_format="NCHW" if nchw else "NHWC",
+        dilations=int_pair(dilation_rate, "dilation_rate"),
+    )
+    x, b = _bias(x, filters, dtype, use_bias, bias_initializer, bias_regularizer, nchw)
+    return finish(x, activation, activity_regularizer, W=W, b=b)
+
+
+def _transposed_size(size, kernel: int, stride: int, same: bool):
+    if same:
+        return size * stride
+    return size * stride + max(kernel - stride, 0)
+
+
+@layer_register(log_shape=True)
+@layer_args(positional=("filters", "kernel_size", "strides"), aliases=_CONV_ALIASES)
+def Conv2DTranspose(
+    inputs,
+    filters,
+    kernel_size,
+    strides=(1, 1),
+    padding="same",
+    data_format="channels_last",
+    activation=None,
+    use_bias=True,
+    kernel_initializer=None,
+    bias_initializer=tfv1.zeros_initializer(),
+    kernel_regularizer=None,
+    bias_regularizer=None,
+    activity_regularizer=None,
+):
+    """A transposed 2-D convolution: ``W`` [kh, kw, filters, C_in] and ``b`` [filters]; the output
+    is ``in * stride`` (same) or ``in * stride + max(k - stride, 0)`` (valid) large."""
+    nchw = data_format_is_nchw(data_format)
+    in_channel = _channels(inputs, nchw, "Conv2DTranspose")
+    filters = int(filters)
+    kh, kw = int_pair(kernel_size, "kernel_size")
+    sh, sw = int_pair(strides, "strides")
+    pad = padding_name(padding)
+    dtype = inputs.dtype.base_dtype
+    W = tfv1.get_variable(
+        "W",
+        [kh, kw, filters, in_channel],
+        dtype=dtype,
+        initializer=kernel_initializer or default_kernel_initializer(),
+        regularizer=kernel_regularizer,
+    )
+    h_axis, w_axis = (2, 3) if nchw else (1, 2)
+    static, dynamic = inputs.shape.as_list(), tf.shape(inputs)
+    same = pad == "SAME"
+    out_h = _transposed_size(static[h_axis], kh, sh, same) if static[h_axis] else None
+    out_w = _transposed_size(static[w_axis], kw, sw, same) if static[w_axis] else None
+    dims = [
+        dynamic[0],
+        out_h if out_h is not None else _transposed_size(dynamic[h_axis], kh, sh, same),
+        out_w if out_w is not None else _transposed_size(dynamic[w_axis], kw, sw, same),
+    ]
+    shape = [dims[0], filters, dims[1], dims[2]] if nchw else [dims[0], dims[1], dims[2], filters]
+    x = tf.nn.conv2d_transpose(
+        inputs, W, tf.stack(shape), strides=[sh, sw], padding=pad, data_format="NCHW" if nchw else "NHWC"
+    )
+    static_out = [static[0], filters, out_h, out_w] if nchw else [static[0], out_h, out_w, filters]
+    x.set_shape(static_out)
+    x, b = _bias(x, filters, dtype, use_bias, bias_initializer, bias_regularizer, nchw)
+    return finish(x, activation, activity_regularizer, W=W, b=b)
+
+
+Deconv2D = Conv2DTranspose
+register_alias("Deconv2D", Conv2DTranspose)
