@@ -18,11 +18,17 @@ from .compat import tf, tfv1
 __all__ = [
     "copy_config",
     "ensure_cpu_devices",
+    "get_num_gpu",
     "local_gpu_index",
     "num_cpu_devices",
     "resolve_devices",
     "with_visible_gpu",
 ]
+
+
+def get_num_gpu() -> int:
+    """The number of GPUs this process can use (those CUDA_VISIBLE_DEVICES leaves visible)."""
+    return len(tf.config.list_physical_devices("GPU"))
 
 
 def resolve_devices(gpus) -> list[str]:
