@@ -26,7 +26,10 @@ from sklearn.datasets import load_digits
 from towerpack.dataflow import BatchData, DataFromList, LocallyShuffleData, MultiProcessRunnerZMQ, ShardData
 from towerpack.trainer import (
     ClassificationError,
+    Conv2D,
+    FullyConnected,
     InferenceRunner,
+    MaxPooling,
     ModelDesc,
     ModelSaver,
     QueueInput,
@@ -36,6 +39,7 @@ from towerpack.trainer import (
     SyncMultiGPUTrainerReplicated,
     TrainConfig,
     add_moving_summary,
+    argscope,
     launch_train_with_config,
     logger,
 )
@@ -73,25 +77,12 @@ class DigitsConvNet(ModelDesc):
         return [tf.TensorSpec([None, 8, 8, 1], tf.float32, "image"), tf.TensorSpec([None], tf.int32, "label")]
 
     def build_graph(self, image, label):
-        def conv(name, x, out):
-            w = tfv1.get_variable(
-                f"{name}/W", [3, 3, x.shape[-1], out], initializer=tfv1.glorot_uniform_initializer()
-            )
-            b = tfv1.get_variable(f"{name}/b", [out], initializer=tfv1.zeros_initializer())
-            return tf.nn.relu(tf.nn.conv2d(x, w, strides=1, padding="SAME") + b)
-
-        def fc(name, x, out):
-            w = tfv1.get_variable(
-                f"{name}/W", [x.shape[-1], out], initializer=tfv1.glorot_uniform_initializer()
-            )
-            b = tfv1.get_variable(f"{name}/b", [out], initializer=tfv1.zeros_initializer())
-            return tf.matmul(x, w) + b
-
-        x = conv("conv1", image, 32)
-        x = conv("conv2", x, 64)
-        x = tf.nn.max_pool2d(x, 2, 2, "VALID")  # 4x4x64
-        x = tf.nn.relu(fc("fc1", tf.reshape(x, [-1, 4 * 4 * 64]), 128))
-        logits = fc("fc2", x, 10)
+        with argscope([Conv2D, FullyConnected], kernel_initializer=tfv1.glorot_uniform_initializer()):
+            x = Conv2D("conv1", image, 32, 3, activation=tf.nn.relu)
+            x = Conv2D("conv2", x, 64, 3, activation=tf.nn.relu)
+            x = MaxPooling("pool", x, 2)  # 4x4x64
+            x = FullyConnected("fc1", x, 128, activation=tf.nn.relu)
+            logits = FullyConnected("fc2", x, 10)
         tf.nn.softmax(logits, name="prob")
 
         cost = tf.reduce_mean(
