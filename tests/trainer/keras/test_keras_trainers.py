@@ -55,7 +55,7 @@ class Snapshot(Callback):
 
 
 TRAINERS = {
-    "simple-feed": (lambda: SimpleTrainer(), lambda df: df),
+    "simple-feed": (lambda: None, lambda df: df),  # KerasModel's default: SimpleTrainer without GPUs
     "simple-queue": (lambda: SimpleTrainer(), QueueInput),
     "replicated": (lambda: SyncMultiGPUTrainerReplicated(2, broadcast_every_epoch=False), QueueInput),
     "parameter-server": (lambda: SyncMultiGPUTrainerParameterServer(2, ps_device="cpu"), QueueInput),
@@ -79,17 +79,20 @@ def test_keras_model_trains_and_predicts(kind, logdir):
             trainer=trainer,
         )
         model.compile(tfv1.train.AdamOptimizer(0.02), "categorical_crossentropy", "categorical_accuracy")
-        towers = getattr(trainer, "devices", [None])
+        assert isinstance(model.trainer, SimpleTrainer) if trainer is None else model.trainer is trainer
+        steps = len(x) // (BATCH * len(getattr(model.trainer, "devices", [None])))
+        # Without steps_per_epoch, fit() takes the input's size (one tower here).
+        given = {} if kind == "simple-feed" else {"steps_per_epoch": steps}
         model.fit(
             validation_data=RankSlices(vx, vy, 16),
             callbacks=[snap],
             monitors=[JSONWriter()],
-            steps_per_epoch=len(x) // (BATCH * len(towers)),
             max_epoch=EPOCHS,
+            **given,
         )
     before, after = snap.before, snap.after
     stats = json.loads((logdir / "stats.json").read_text())
-    assert len(stats) == EPOCHS
+    assert len(stats) == EPOCHS and after["global_step"] == EPOCHS * steps
     for key in STATS + tuple(f"validation_{s}" for s in ("categorical_crossentropy", "categorical_accuracy")):
         assert key in stats[-1], key
     # It learned: weights moved, the validation loss fell, and the regularizer is in the total.
