@@ -27,15 +27,12 @@ __all__ = ["check_keras_model", "graph_learning_phase", "learning_phase", "tf_ke
 def learning_phase(training: bool):
     """Inside, Keras layers called without ``training=`` build their training (or inference)
     branch, fixed in the graph, instead of reading Keras's learning-phase placeholder."""
-    with warnings.catch_warnings():
-        # Deprecated in favour of passing `training=`, which layers inside a model cannot be given.
-        warnings.simplefilter("ignore", UserWarning)
-        scope = tf_keras.backend.learning_phase_scope(int(bool(training)))
-        scope.__enter__()
-    try:
+    with contextlib.ExitStack() as stack:
+        with warnings.catch_warnings():
+            # Deprecated in favour of passing `training=`, which layers inside a model do not get.
+            warnings.simplefilter("ignore", UserWarning)
+            stack.enter_context(tf_keras.backend.learning_phase_scope(int(bool(training))))
         yield
-    finally:
-        scope.__exit__(None, None, None)
 
 
 def check_keras_model(model, where: str) -> None:
