@@ -2,7 +2,7 @@
 
 ``get_model`` builds the model on the tower's input tensor; ``numpy_forward`` computes what the
 trained model predicts in inference mode (moving statistics, no dropout) from its variables, as
-an oracle independent of Keras and of the towers.
+an oracle independent of Keras and of the towers; ``Snapshot`` records every variable.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import tf_keras as keras
 
-from towerpack.trainer.compat import tf
+from towerpack.trainer.callbacks.base import Callback
+from towerpack.trainer.compat import tf, tfv1
 
 DIM, HIDDEN, CLASSES = 6, 16, 3
 BN_EPSILON = 1e-3
@@ -47,12 +48,30 @@ def get_model(x, seed: int = 1):
     return keras.Model(inp, out)
 
 
-def numpy_forward(values: dict, x: np.ndarray, prefix: str = "") -> np.ndarray:
-    """The model's inference-mode output from its variables ``values`` (by name, with ``prefix``)."""
-    v = {name: values[prefix + name] for name in TRAINABLE + MOVING}
+def numpy_forward(v: dict, x: np.ndarray) -> np.ndarray:
+    """The model's inference-mode output from the values ``v`` of its variables (by name)."""
     h = np.maximum(x @ v["dense/kernel"] + v["dense/bias"], 0.0)
     h = (h - v["bn/moving_mean"]) / np.sqrt(v["bn/moving_variance"] + BN_EPSILON)
     h = h * v["bn/gamma"] + v["bn/beta"]
     logits = h @ v["probs/kernel"] + v["probs/bias"]
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+class Snapshot(Callback):
+    """Every variable's value (global and local, by name) before and after training."""
+
+    _chief_only = False
+
+    def __init__(self):
+        self.before, self.after = {}, {}
+
+    def _fetch(self, out):
+        variables = tfv1.global_variables() + tfv1.local_variables()
+        out.update(zip([v.op.name for v in variables], self.trainer.sess.run(variables), strict=True))
+
+    def _before_train(self):
+        self._fetch(self.before)
+
+    def _after_train(self):
+        self._fetch(self.after)

@@ -14,6 +14,7 @@ from support.keras_models import (
     MOVING,
     TARGET_SIGNATURE,
     TRAINABLE,
+    Snapshot,
     get_model,
     keras_data,
     numpy_forward,
@@ -36,8 +37,6 @@ from towerpack.trainer import (
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.keras import KerasModelCaller, KerasPhaseCallback, setup_keras_trainer
 from towerpack.trainer.models import regularize_cost_from_collection
-
-from .test_keras_trainers import Snapshot
 
 
 class KerasDesc(ModelDesc):

@@ -15,13 +15,13 @@ from support.keras_models import (
     MOVING,
     TARGET_SIGNATURE,
     TRAINABLE,
+    Snapshot,
     get_model,
     keras_data,
     numpy_forward,
 )
 from towerpack.trainer import (
     AsyncMultiGPUTrainer,
-    Callback,
     JSONWriter,
     QueueInput,
     SimpleTrainer,
@@ -33,25 +33,6 @@ from towerpack.trainer.keras import KerasModel
 
 BATCH, EPOCHS = 16, 3
 STATS = ("categorical_crossentropy", "categorical_accuracy", "total_loss", "regularize_cost")
-
-
-class Snapshot(Callback):
-    """Every variable's value (global and local, by name) before and after training."""
-
-    _chief_only = False
-
-    def __init__(self):
-        self.before, self.after = {}, {}
-
-    def _fetch(self, out):
-        variables = tfv1.global_variables() + tfv1.local_variables()
-        out.update(zip([v.op.name for v in variables], self.trainer.sess.run(variables), strict=True))
-
-    def _before_train(self):
-        self._fetch(self.before)
-
-    def _after_train(self):
-        self._fetch(self.after)
 
 
 TRAINERS = {
