@@ -29,6 +29,9 @@ $(DEPS_STAMP): constraints.txt requirements-dev.txt packages/*/pyproject.toml | 
 	$(PIP) uninstall --quiet --yes $(OTHER_TF) 2>/dev/null || true
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
 	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA),plot]' -e packages/launcher
+# The [keras] extra: tf-keras requires the `tensorflow` distribution; with its dependencies pip
+# would put the CUDA `tensorflow` wheel over tensorflow-cpu, which already provides the module.
+	$(PIP) install --quiet --no-deps -c constraints.txt tf-keras
 	touch $@
 
 $(VENV)/.horovod-$(TF_EXTRA)-stamp: $(DEPS_STAMP) scripts/build_horovod.sh

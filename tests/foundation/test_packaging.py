@@ -93,3 +93,49 @@ def test_distribution_declares_exactly_what_it_imports(name):
     optional = _names([r for reqs in extras.values() for r in reqs]) - {"tensorflow"}
     assert imported - required - optional == set(), f"{own} imports undeclared distributions"
     assert required - imported == set(), f"{own} requires distributions it never imports"
+
+
+KERAS_IN_GRAPH_MODE = """
+import os
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # no variable is needed before TensorFlow is imported
+import numpy as np
+import towerpack.trainer.keras  # noqa: F401  (imports tf_keras)
+import tf_keras as keras
+from towerpack.trainer.compat import tf, tfv1
+
+assert not tf.executing_eagerly()
+with tf.Graph().as_default():
+    x = tfv1.placeholder(tf.float32, [None, 2])
+    layer = keras.layers.Dense(1, kernel_initializer="ones", bias_initializer="zeros")
+    y = layer(x)
+    assert isinstance(y, tf.Tensor) and layer.kernel in tfv1.global_variables()
+    with tfv1.Session() as sess:
+        sess.run(tfv1.global_variables_initializer())
+        print(sess.run(y, {x: np.array([[1.0, 2.0]], np.float32)}).tolist())
+"""
+
+
+def _has_gpu() -> bool:
+    import shutil
+    import subprocess
+
+    nvidia_smi = shutil.which("nvidia-smi")
+    return bool(nvidia_smi) and subprocess.run([nvidia_smi, "-L"], capture_output=True).returncode == 0
+
+
+def test_keras_extra_keeps_the_tensorflow_distribution_and_works_in_graph_mode():
+    from importlib.metadata import PackageNotFoundError, distribution, version
+
+    from packaging.requirements import Requirement
+
+    # tf-keras requires `tensorflow`: next to tensorflow-cpu it must not have brought the CUDA wheel.
+    expected, other = ("tensorflow", "tensorflow-cpu") if _has_gpu() else ("tensorflow-cpu", "tensorflow")
+    assert version(expected).startswith("2.21.")
+    with pytest.raises(PackageNotFoundError):
+        distribution(other)
+    # The installed tf-keras is the one the [keras] extra asks for.
+    extra = tomllib.loads((ROOT / "packages" / "trainer" / "pyproject.toml").read_text())
+    (spec,) = [Requirement(r) for r in extra["project"]["optional-dependencies"]["keras"]]
+    assert spec.name == "tf-keras" and version("tf-keras") in spec.specifier
+    out = run_python(KERAS_IN_GRAPH_MODE, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[[3.0]]"

@@ -132,7 +132,8 @@ class BaseTowerContext:
                     names = ", ".join(v.name for v in new_vars)
                     raise RuntimeError(
                         f"tower '{self._ns_name}' reuses variables but created new trainable variable(s): "
-                        f"{names}. Create variables with tf.compat.v1.get_variable so they are reused."
+                        f"{names}. Create variables with tf.compat.v1.get_variable so they are reused "
+                        "(call a Keras model through towerpack.trainer.keras.KerasModelCaller)."
                     )
         finally:
             self._stack.close()
