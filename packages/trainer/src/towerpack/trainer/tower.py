@@ -13,6 +13,7 @@ variable scope its variables come from. Rules for tower functions:
 from __future__ import annotations
 
 import contextlib
+import re
 
 from .compat import tf, tfv1
 
@@ -27,12 +28,19 @@ __all__ = [
     "TowerTensorHandles",
     "TrainTowerContext",
     "get_current_tower_context",
+    "strip_tower_prefix",
 ]
 
 # Collection of the ops that update moving-average summaries (see towerpack.trainer.summary).
 MOVING_SUMMARY_OPS = "MOVING_SUMMARY_OPS"
 
 _CURRENT: BaseTowerContext | None = None
+_TOWER_PREFIX = re.compile(r"^tower\d+/")
+
+
+def strip_tower_prefix(name: str) -> str:
+    """``tower3/conv0/W`` -> ``conv0/W``: a name as the main tower (or a single tower) has it."""
+    return _TOWER_PREFIX.sub("", name)
 
 
 def get_current_tower_context() -> BaseTowerContext | None:

@@ -8,15 +8,14 @@ the all-reduce, so N replicas at batch b compute what one would at batch N*b.
 from __future__ import annotations
 
 import enum
-import re
 
 from .. import logger
 from ..compat import tf, tfv1
 from ..graph_builder.cross_tower import tower_all_sum
+from ..tower import strip_tower_prefix
 
 __all__ = ["SyncMode", "synchronized_moments"]
 
-_TOWER_PREFIX = re.compile(r"^tower\d+/")
 _warned: set[tuple[int, str]] = set()
 
 
@@ -79,7 +78,7 @@ def synchronized_moments(x, axis: int, mode: SyncMode, ctx):
         if total == 1:
             _warn_single(mode, "tower")
         else:
-            shared_name = _TOWER_PREFIX.sub("", tfv1.get_variable_scope().name) + "/sync_moments"
+            shared_name = strip_tower_prefix(tfv1.get_variable_scope().name) + "/sync_moments"
             both = tower_all_sum(both, shared_name, ctx.index, total) * (1.0 / total)
     else:
         hvd = _horovod()

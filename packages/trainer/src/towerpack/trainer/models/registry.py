@@ -9,10 +9,10 @@ output shapes once per layer. ``LinearWrap`` finds layers here by name.
 from __future__ import annotations
 
 import functools
-import re
 
 from .. import logger
 from ..compat import tf, tfv1
+from ..tower import strip_tower_prefix
 from .argscope import get_arg_scope
 from .layer_args import LayerArgs
 
@@ -21,7 +21,6 @@ __all__ = ["disable_layer_logging", "get_registered_layer", "layer_register", "r
 _LAYERS: dict[str, object] = {}
 _logged_scopes: set[tuple[int, str]] = set()
 _logging_enabled = True
-_TOWER_PREFIX = re.compile(r"^tower\d+/")
 
 
 def get_registered_layer(name: str):
@@ -131,7 +130,7 @@ def _split_name(layer_name: str, use_scope, args: tuple):
 def _log_shapes(scope_name: str, inputs, outputs) -> None:
     if not _logging_enabled:
         return
-    name = _TOWER_PREFIX.sub("", scope_name)
+    name = strip_tower_prefix(scope_name)
     key = (id(tfv1.get_default_graph()), name)
     if key in _logged_scopes:
         return

@@ -11,7 +11,7 @@ import re
 
 from .. import logger
 from ..compat import tf, tfv1
-from ..tower import get_current_tower_context
+from ..tower import get_current_tower_context, strip_tower_prefix
 
 __all__ = ["l1_regularizer", "l2_regularizer", "regularize_cost", "regularize_cost_from_collection"]
 
@@ -32,10 +32,6 @@ def _tower_variables(ctx) -> list:
     if ctx is not None and ctx.has_own_variables:
         return ctx.get_collection_in_tower(tfv1.GraphKeys.TRAINABLE_VARIABLES)
     return tfv1.trainable_variables()
-
-
-def _strip_tower(name: str) -> str:
-    return re.sub(r"^tower\d+/", "", name)
 
 
 def _empty(name: str):
@@ -66,7 +62,7 @@ def regularize_cost(regex: str, func, name: str = "regularize_cost"):
         logger.info(
             "regularize_cost() applies to %d tensors: %s",
             len(params),
-            ", ".join(sorted(_strip_tower(v.op.name) for v in params)),
+            ", ".join(sorted(strip_tower_prefix(v.op.name) for v in params)),
         )
     return tf.add_n(costs, name=name)
 
