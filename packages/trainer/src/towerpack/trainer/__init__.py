@@ -9,11 +9,6 @@ from .base import NewSessionCreator, StopTraining, Trainer, default_session_conf
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
-from .distributed import (
-    DistributedReplicatedTrainer,
-    DistributedTrainerParameterServer,
-    DistributedTrainerReplicated,
-)
 from .horovod_trainer import HorovodTrainer
 from .input_source import *  # noqa: F403
 from .input_source import __all__ as _inputs_all
@@ -29,6 +24,11 @@ from .multigpu import (
 from .predict import OfflinePredictor, OnlinePredictor, PredictConfig
 from .sessinit import ChainInit, DictRestore, JustCurrentSession, SaverRestore, SessionInit, SmartInit
 from .summary import add_moving_summary, add_tensor_summary
+from .tf_server_trainer import (
+    DistributedReplicatedTrainer,
+    DistributedTrainerParameterServer,
+    DistributedTrainerReplicated,
+)
 from .tower import (
     PredictTowerContext,
     TowerContext,
