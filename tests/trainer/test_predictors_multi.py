@@ -178,13 +178,13 @@ class Batches:
 
 
 @pytest.mark.multiprocess
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(240)
 def test_multi_process_dataset_predictor_in_order_and_a_failing_worker(tmp_path):
     tests = Path(__file__).resolve().parents[1]
     env = {
         "PYTHONPATH": os.pathsep.join([str(tests), str(tests / "trainer"), os.environ.get("PYTHONPATH", "")])
     }
-    out = run_python(MULTIPROCESS_SCRIPT, str(tmp_path / "out.npz"), timeout=120, env=env).stdout
+    out = run_python(MULTIPROCESS_SCRIPT, str(tmp_path / "out.npz"), timeout=200, env=env).stdout
     with np.load(tmp_path / "out.npz") as f:
         assert f["count"] == 7
         np.testing.assert_allclose(f["prob"], expected_prob(f["x"]), rtol=1e-5)

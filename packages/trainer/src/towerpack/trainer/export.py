@@ -31,7 +31,7 @@ class ModelExporter:
 
     def _build(self):
         """A new graph with the prediction tower and a session holding the variables' values."""
-        graph = tf.Graph() if self.config.create_graph else tfv1.get_default_graph()
+        graph = self.config._maybe_create_graph()
         with graph.as_default():
             inputs, outputs = build_prediction_tower(
                 self.config, TowerFunc(self.config.tower_func, self.config.input_signature)

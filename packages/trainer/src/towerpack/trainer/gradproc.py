@@ -203,8 +203,8 @@ class ScaleGradient(MapGradient):
         if not isinstance(multipliers, list):
             multipliers = [multipliers]
         for item in multipliers:
-            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-                raise TypeError(f"ScaleGradient takes (regex, factor) tuples, got {item!r}")
+            if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
+                raise TypeError(f"ScaleGradient takes (regex, factor) pairs, got {item!r}")
         if not isinstance(verbose, bool):
             raise TypeError(f"verbose must be a bool, got {verbose!r}")
         self.multipliers = [(regex, float(factor)) for regex, factor in multipliers]
