@@ -146,7 +146,8 @@ MULTIPROCESS_SCRIPT = textwrap.dedent(
     from test_predictors_multi import Batches, config
 
     if __name__ == "__main__":
-        data = Batches()
+        # Batches of 20000 rows: tasks and results larger than a pipe's buffer.
+        data = Batches(n=5, rows=20000)
         results = MultiProcessDatasetPredictor(config(), data, nr_proc=2, use_gpu=False).get_all_result()
         np.savez(sys.argv[1], prob=np.concatenate([r[0] for r in results]), x=data.x, count=len(results))
         failing = MultiProcessDatasetPredictor(config(), Batches(bad=True), nr_proc=1, use_gpu=False)
@@ -161,9 +162,9 @@ MULTIPROCESS_SCRIPT = textwrap.dedent(
 class Batches:
     """A DataFlow of ``[x, label]`` batches; batch 2 lacks its labels when ``bad``."""
 
-    def __init__(self, n=7, bad=False):
-        self.x, self.label = blobs(8 * n)
-        self.n, self.bad = n, bad
+    def __init__(self, n=7, bad=False, rows=8):
+        self.x, self.label = blobs(rows * n)
+        self.n, self.bad, self.rows = n, bad, rows
 
     def reset_state(self):
         pass
@@ -173,7 +174,7 @@ class Batches:
 
     def __iter__(self):
         for k in range(self.n):
-            sl = slice(8 * k, 8 * (k + 1))
+            sl = slice(self.rows * k, self.rows * (k + 1))
             yield [self.x[sl]] if self.bad and k == 2 else [self.x[sl], self.label[sl]]
 
 
@@ -186,7 +187,7 @@ def test_multi_process_dataset_predictor_in_order_and_a_failing_worker(tmp_path)
     }
     out = run_python(MULTIPROCESS_SCRIPT, str(tmp_path / "out.npz"), timeout=200, env=env).stdout
     with np.load(tmp_path / "out.npz") as f:
-        assert f["count"] == 7
+        assert f["count"] == 5
         np.testing.assert_allclose(f["prob"], expected_prob(f["x"]), rtol=1e-5)
     assert "FAILED: a MultiProcessDatasetPredictor worker failed: MultiProcessPredictWorker-0:" in out
     assert "predictor takes 2 inputs" in out

@@ -9,6 +9,8 @@ from __future__ import annotations
 import heapq
 import os
 import pickle
+import queue
+import threading
 from multiprocessing import connection as mp_connection
 
 import tqdm
@@ -81,6 +83,34 @@ def _gpu_ids(nr_proc: int) -> list[str]:
     return ids[:nr_proc]
 
 
+class _Sender:
+    """Writes to a pipe from a thread of its own: ``put`` never blocks."""
+
+    def __init__(self, conn, name: str):
+        self._conn = conn
+        self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"{name}-sender", daemon=True)
+        self._thread.start()
+
+    def put(self, item) -> None:
+        self._items.put(item)
+
+    def _run(self) -> None:
+        while (item := self._items.get()) is not _STOP:
+            try:
+                self._conn.send(item)
+            except OSError:  # the worker is gone; the reader finds out from its exit
+                return
+
+    def close(self) -> None:
+        self._items.put(_STOP)
+        self._thread.join(5.0)
+        self._conn.close()
+
+
+_STOP = object()
+
+
 class MultiProcessDatasetPredictor(DatasetPredictorBase):
     """``nr_proc`` worker processes, each with an ``OfflinePredictor`` on one GPU (``use_gpu``,
     taken from ``CUDA_VISIBLE_DEVICES`` or the visible GPUs) or on the CPU, share the datapoints.
@@ -88,7 +118,7 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
 
     Workers are spawned: ``config`` is pickled to them, so its model (or tower function) must be
     importable by module path; scripts that use this need the ``if __name__ == "__main__":``
-    guard. Each worker has a pipe of its own and at most ``PREFETCH`` datapoints in flight. A
+    guard. Each worker has pipes of its own and at most ``PREFETCH`` datapoints in flight. A
     worker that fails or dies ends the iteration with a RuntimeError; leaving the generator
     early ends the workers.
     """
@@ -114,14 +144,15 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
         self._devices = _gpu_ids(self.nr_proc) if use_gpu else [""] * self.nr_proc
 
     def _start_workers(self):
-        """Spawned workers and the parent's end of each one's pipe."""
+        """Spawned workers, each with a task pipe (written by a thread of ours, so that a large
+        task never blocks reading a large result) and a result pipe."""
         from towerpack.dataflow.process import mask_sigint
 
-        workers, conns = [], []
+        workers, senders, results = [], [], []
         for k, device in enumerate(self._devices):
-            mine, theirs = _SPAWN.Pipe()
-            end = PipeEnd(theirs)
-            worker = MultiProcessQueuePredictWorker(k, end, end, self.config)
+            task_out, task_in = _SPAWN.Pipe(duplex=False)
+            result_out, result_in = _SPAWN.Pipe(duplex=False)
+            worker = MultiProcessQueuePredictWorker(k, PipeEnd(task_out), PipeEnd(result_in), self.config)
             # The child reads CUDA_VISIBLE_DEVICES when it imports TensorFlow, after spawning.
             old = os.environ.get("CUDA_VISIBLE_DEVICES")
             os.environ["CUDA_VISIBLE_DEVICES"] = device
@@ -133,16 +164,17 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
                     del os.environ["CUDA_VISIBLE_DEVICES"]
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = old
-                theirs.close()
+                task_out.close()
+                result_in.close()
             workers.append(worker)
-            conns.append(mine)
-        return workers, conns
+            senders.append(_Sender(task_in, worker.name))
+            results.append(result_out)
+        return workers, senders, results
 
     def get_result(self):
         from towerpack.dataflow.process import stop_processes
 
-        workers, conns = self._start_workers()
-        self.dataset.reset_state()
+        workers, senders, conns = self._start_workers()
         tasks = enumerate(self.dataset)
         inflight = dict.fromkeys(range(self.nr_proc), 0)
         live = set(range(self.nr_proc))
@@ -157,24 +189,16 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
                 if task is None:
                     exhausted = True
                     break
-                send(k, task)
+                senders[k].put(task)
                 inflight[k] += 1
             if exhausted and inflight[k] == 0:
-                send(k, (DIE, None))
+                senders[k].put((DIE, None))
                 inflight[k] = -1  # told to end
-
-        def send(k: int, item) -> None:
-            try:
-                conns[k].send(item)
-            except OSError:  # the pipe broke: the worker is gone
-                workers[k].join(1.0)
-                raise RuntimeError(
-                    f"MultiProcessDatasetPredictor: {workers[k].name} died (exit code {workers[k].exitcode})"
-                ) from None
 
         size = _size(self.dataset)
         try:
-            for k in live:
+            self.dataset.reset_state()
+            for k in sorted(live):
                 feed(k)
             with tqdm.tqdm(total=size, disable=size == 0) as bar:
                 while live:
@@ -195,9 +219,11 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
                             yield heapq.heappop(pending)[1]
                             expected += 1
         finally:
+            stop_processes(workers)  # a sender blocked on a worker's full pipe fails and ends
+            for sender in senders:
+                sender.close()
             for conn in conns:
                 conn.close()
-            stop_processes(workers)
 
     @staticmethod
     def _receive(workers, conns, live):
