@@ -9,7 +9,7 @@ import pytest
 from towerpack.trainer import DistributedTrainerReplicated
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.devices import local_gpu_index, with_visible_gpu
-from towerpack.trainer.distributed import worker_configs
+from towerpack.trainer.tf_server_trainer import worker_configs
 
 SPEC = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
 

@@ -1,21 +1,30 @@
 """towerpack.trainer: the per-process TensorFlow graph-mode training loop.
 
 ``from towerpack.trainer import *`` gives the trainers, configs, callbacks, monitors, input
-sources, towers, predictors, session initializers, layers and graph helpers (what
-``from tensorpack import *`` gave).
+sources, towers, predictors, session initializers and layers (what ``from tensorpack import *``
+gave), and the reference's tfutils: gradient processing, optimizer wrappers, graph utilities,
+variable files and export.
 """
 
-from . import logger
+from . import gradproc, logger, optimizer, sessinit, summary, tower, varreplace
 from .base import NewSessionCreator, StopTraining, Trainer, default_session_config
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
-from .common import get_global_step_value, get_global_step_var
-from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
-from .distributed import (
-    DistributedReplicatedTrainer,
-    DistributedTrainerParameterServer,
-    DistributedTrainerReplicated,
+from .collection import backup_collection, freeze_collection, restore_collection
+from .common import (
+    collect_env_info,
+    get_default_sess_config,
+    get_global_step_value,
+    get_global_step_var,
+    get_op_or_tensor_by_name,
+    get_op_tensor_name,
+    get_tensors_by_names,
+    get_tf_version_tuple,
 )
+from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
+from .dependency import dependency_of_fetches, dependency_of_targets
+from .export import ModelExporter
+from .gradproc import *  # noqa: F403
 from .horovod_trainer import HorovodTrainer
 from .input_source import *  # noqa: F403
 from .input_source import __all__ as _inputs_all
@@ -30,9 +39,18 @@ from .multigpu import (
     SyncMultiGPUTrainerParameterServer,
     SyncMultiGPUTrainerReplicated,
 )
-from .predict import OfflinePredictor, OnlinePredictor, PredictConfig
-from .sessinit import ChainInit, DictRestore, JustCurrentSession, SaverRestore, SessionInit, SmartInit
-from .summary import add_moving_summary, add_tensor_summary
+from .optimizer import *  # noqa: F403
+from .predict import *  # noqa: F403
+from .predict import __all__ as _predict_all
+from .scope_utils import auto_reuse_variable_scope, cached_name_scope, under_name_scope, under_variable_scope
+from .sessinit import *  # noqa: F403
+from .sessinit import __all__ as _sessinit_all
+from .summary import add_activation_summary, add_moving_summary, add_param_summary, add_tensor_summary
+from .tf_server_trainer import (
+    DistributedReplicatedTrainer,
+    DistributedTrainerParameterServer,
+    DistributedTrainerReplicated,
+)
 from .tower import (
     PredictTowerContext,
     TowerContext,
@@ -52,37 +70,39 @@ from .trainers import (
     SimpleTrainer,
     SingleCostFeedfreeTrainer,
 )
+from .varmanip import (
+    SessionUpdate,
+    dump_session_params,
+    get_all_checkpoints,
+    get_checkpoint_path,
+    load_checkpoint_vars,
+    load_chkpt_vars,
+    save_checkpoint_vars,
+    save_chkpt_vars,
+)
+from .varreplace import custom_getter_scope, freeze_variables, remap_variables
 
 __all__ = [
     "DEFAULT_CALLBACKS",
     "DEFAULT_MONITORS",
     "AsyncMultiGPUTrainer",
     "AutoResumeTrainConfig",
-    "ChainInit",
-    "DictRestore",
     "DistributedReplicatedTrainer",
     "DistributedTrainerParameterServer",
     "DistributedTrainerReplicated",
     "FeedfreeTrainerBase",
     "HorovodTrainer",
-    "JustCurrentSession",
     "ModelDesc",
     "ModelDescBase",
     "MultiGPUTrainerBase",
     "NewSessionCreator",
     "NoOpTrainer",
-    "OfflinePredictor",
-    "OnlinePredictor",
-    "PredictConfig",
     "PredictTowerContext",
     "QueueInputTrainer",
-    "SaverRestore",
-    "SessionInit",
     "SimpleFeedfreeTrainer",
     "SimpleTrainer",
     "SingleCostFeedfreeTrainer",
     "SingleCostTrainer",
-    "SmartInit",
     "StopTraining",
     "SyncMultiGPUTrainer",
     "SyncMultiGPUTrainerParameterServer",
@@ -98,8 +118,6 @@ __all__ = [
     "Trainer",
     "add_moving_summary",
     "add_tensor_summary",
-    "get_global_step_value",
-    "get_global_step_var",
     "apply_default_prefetch",
     "default_session_config",
     "get_current_tower_context",
@@ -107,5 +125,52 @@ __all__ = [
     "logger",
     *_callbacks_all,
     *_inputs_all,
+    *_predict_all,
+    *_sessinit_all,
     *_models_all,
+]
+
+# The reference's tfutils (gradient processing, optimizer wrappers, graph utilities, variables and
+# checkpoints, export), all importable from here; the module names are those `from tensorpack
+# import *` gave (sesscreate's creators are in .base).
+__all__ += [
+    "gradproc",
+    "optimizer",
+    "sessinit",
+    "summary",
+    "tower",
+    "varreplace",
+    "backup_collection",
+    "freeze_collection",
+    "restore_collection",
+    "collect_env_info",
+    "get_default_sess_config",
+    "get_global_step_value",
+    "get_global_step_var",
+    "get_op_or_tensor_by_name",
+    "get_op_tensor_name",
+    "get_tensors_by_names",
+    "get_tf_version_tuple",
+    "dependency_of_fetches",
+    "dependency_of_targets",
+    "ModelExporter",
+    *gradproc.__all__,
+    *optimizer.__all__,
+    "auto_reuse_variable_scope",
+    "cached_name_scope",
+    "under_name_scope",
+    "under_variable_scope",
+    "add_activation_summary",
+    "add_param_summary",
+    "SessionUpdate",
+    "dump_session_params",
+    "get_all_checkpoints",
+    "get_checkpoint_path",
+    "load_checkpoint_vars",
+    "load_chkpt_vars",
+    "save_checkpoint_vars",
+    "save_chkpt_vars",
+    "custom_getter_scope",
+    "freeze_variables",
+    "remap_variables",
 ]

@@ -1,4 +1,5 @@
-"""Graph lookups every part of the trainer shares: tensors and ops by name, the global step.
+"""Graph lookups every part of the trainer shares: tensors and ops by name, the global step; the
+default session config and a description of the environment for bug reports.
 
 Names follow the reference: ``"x"`` is an op (or its first output when a tensor is asked for),
 ``"x:0"`` is a tensor.
@@ -6,9 +7,18 @@ Names follow the reference: ``"x"`` is an op (or its first output when a tensor 
 
 from __future__ import annotations
 
+import os
+import platform
+import re
+import sys
+
+import numpy as np
+
 from .compat import tf, tfv1
 
 __all__ = [
+    "collect_env_info",
+    "get_default_sess_config",
     "get_global_step_value",
     "get_global_step_var",
     "get_op_or_tensor_by_name",
@@ -16,6 +26,11 @@ __all__ = [
     "get_tensors_by_names",
     "get_tf_version_tuple",
 ]
+
+
+def full_match(regex: str, name: str) -> bool:
+    """Whether ``regex`` matches all of ``name`` (the reference's rule: ``$`` appended, ``re.match``)."""
+    return re.match(regex if regex.endswith("$") else regex + "$", name) is not None
 
 
 def get_op_tensor_name(name: str) -> tuple[str, str]:
@@ -83,3 +98,50 @@ def get_tf_version_tuple() -> tuple[int, int]:
     """TensorFlow's ``(major, minor)`` version."""
     major, minor = tf.__version__.split(".")[:2]
     return int(major), int(minor)
+
+
+def get_default_sess_config(mem_fraction: float = 0.99) -> tfv1.ConfigProto:
+    """The reference's default session config: soft placement, one intra-op thread (the towers
+    run in parallel instead), as many inter-op threads as TensorFlow picks, and GPU memory taken
+    on demand up to ``mem_fraction`` of each GPU."""
+    config = tfv1.ConfigProto(
+        allow_soft_placement=True, intra_op_parallelism_threads=1, inter_op_parallelism_threads=0
+    )
+    config.gpu_options.per_process_gpu_memory_fraction = mem_fraction
+    config.gpu_options.allow_growth = True
+    return config
+
+
+def _versions() -> list[tuple[str, str]]:
+    from importlib import metadata
+
+    rows = []
+    for dist in ("towerpack-trainer", "towerpack-dataflow", "towerpack-launcher", "horovod", "tf-keras"):
+        try:
+            rows.append((dist, metadata.version(dist)))
+        except metadata.PackageNotFoundError:
+            rows.append((dist, "not installed"))
+    return rows
+
+
+def collect_env_info() -> str:
+    """A two-column table of what matters in a bug report: Python, numpy and TensorFlow
+    versions and paths, TensorFlow's CUDA build, the visible GPUs, towerpack's and Horovod's
+    versions, and the environment variables that change device placement."""
+    build = tf.sysconfig.get_build_info()
+    rows = [
+        ("sys.platform", sys.platform),
+        ("Python", sys.version.replace("\n", " ")),
+        ("platform", platform.platform()),
+        ("numpy", np.__version__),
+        ("TensorFlow", f"{tf.__version__} ({tf.version.GIT_VERSION}) @{os.path.dirname(tf.__file__)}"),
+        ("TF built with CUDA", str(tf.test.is_built_with_cuda())),
+        ("TF CUDA / cuDNN", f"{build.get('cuda_version', '-')} / {build.get('cudnn_version', '-')}"),
+        ("GPUs", ", ".join(d.name for d in tf.config.list_physical_devices("GPU")) or "none"),
+        ("CPUs", str(os.cpu_count())),
+        *_versions(),
+    ]
+    for var in ("CUDA_VISIBLE_DEVICES", "TF_CONFIG", "RANK", "WORLD_SIZE", "OMP_NUM_THREADS"):
+        rows.append((var, os.environ.get(var, "(unset)")))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

@@ -2,18 +2,36 @@
 
 A ``SessionInit`` builds what it needs in the graph first (``_setup_graph``, before the graph
 is finalized) and then initializes the session (``_run_init``).
+
+Name matching follows the reference, so its checkpoints and ``.npz`` files load unchanged: a
+global variable ``v`` takes the entry named ``v.name`` (``conv1/W:0``; entries saved without
+``:0`` match too), after removing a leading ``prefix/`` if one is given. Graph variables without
+an entry and entries without a variable are listed in one warning each (optimizer slots and
+moving averages are left out of those lists).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 
 import numpy as np
 
 from . import logger
+from .common import get_op_tensor_name
 from .compat import tfv1
+from .varmanip import SessionUpdate, get_checkpoint_path, get_savename_from_varname, is_training_name
 
-__all__ = ["ChainInit", "DictRestore", "JustCurrentSession", "SaverRestore", "SessionInit", "SmartInit"]
+__all__ = [
+    "ChainInit",
+    "DictRestore",
+    "JustCurrentSession",
+    "SaverRestore",
+    "SaverRestoreRelaxed",
+    "SessionInit",
+    "SmartInit",
+    "get_model_loader",
+]
 
 
 class SessionInit:
@@ -34,106 +52,170 @@ class JustCurrentSession(SessionInit):
     """Keep what the session creator did (variables run their initializers)."""
 
 
-def _resolve_checkpoint(path: str) -> str:
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        latest = tfv1.train.latest_checkpoint(path)
-        if latest is None:
-            raise FileNotFoundError(f"no checkpoint in directory {path}")
-        return latest
-    if os.path.basename(path) == "checkpoint":
-        return _resolve_checkpoint(os.path.dirname(path) or ".")
-    for suffix in (".index", ".meta"):
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-    if ".data-" in os.path.basename(path):
-        path = path[: path.rindex(".data-")]
-    if not os.path.isfile(path + ".index"):
-        raise FileNotFoundError(f"checkpoint {path} not found (no {path}.index)")
-    return path
+def _warn_unmatched(names, present: str, absent: str) -> None:
+    names = [get_op_tensor_name(n)[0] for n in names]
+    if names:
+        logger.warning(
+            "The following variables are in the %s, but not found in the %s: %s",
+            present,
+            absent,
+            ", ".join(names),
+        )
 
 
-def _var_name(v) -> str:
-    return v.op.name
+class _CheckpointEntries:
+    """A checkpoint's entries under ``:0`` names (old checkpoints may hold them with ``:0``)."""
+
+    def __init__(self, path: str):
+        self.reader = tfv1.train.NewCheckpointReader(path)
+        raw = self.reader.get_variable_to_shape_map()
+        dtypes = self.reader.get_variable_to_dtype_map()
+        self.real = {get_op_tensor_name(k)[1]: k for k in raw}
+        self.shapes = {name: raw[k] for name, k in self.real.items()}
+        self.dtypes = {name: dtypes[k] for name, k in self.real.items()}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.real
+
+    def get(self, name: str) -> np.ndarray:
+        return self.reader.get_tensor(self.real[name])
 
 
 class SaverRestore(SessionInit):
-    """Restore variables from a checkpoint (a directory, a prefix, or one of its files).
+    """Restore the global variables from a checkpoint (a prefix such as ``model-1000``, one of
+    its files, a ``checkpoint`` pointer file or a directory).
 
-    Variables are matched by name; ``prefix`` is prepended to graph names when looking them up
-    in the checkpoint. Graph variables missing from the checkpoint keep their initial values
-    (with a warning); a shape mismatch is an error. Names in ``ignore`` are skipped.
+    Args:
+        model_path: the checkpoint.
+        prefix: graph variables named ``prefix/x`` load the checkpoint's ``x``.
+        ignore: names (with or without ``:0``) not to load, e.g. a learning rate.
+
+    A variable whose shape or dtype differs from its entry is an error (ValueError naming them
+    all); ``SaverRestoreRelaxed`` or ``SmartInit(path, ignore_mismatch=True)`` skip those instead.
     """
 
     def __init__(self, model_path: str, prefix: str | None = None, ignore=()):
-        self.path = _resolve_checkpoint(model_path)
+        model_path = os.fspath(model_path)
+        if model_path.endswith((".npy", ".npz")):
+            logger.warning(
+                "SaverRestore expects a TF checkpoint, but got a model path '%s'. To load from a dict, "
+                "use 'DictRestore'.",
+                model_path,
+            )
+        self.path = get_checkpoint_path(model_path)
         self.prefix = prefix
-        self.ignore = {i[:-2] if i.endswith(":0") else i for i in ignore}
+        self.ignore = [get_op_tensor_name(i)[1] for i in ignore]
+
+    def _match_vars(self, entries: _CheckpointEntries) -> list[tuple[str, object]]:
+        """``(entry name, variable)`` of the global variables found in the checkpoint; warns
+        about the variables and entries that found no partner."""
+        pairs, used, missing = [], set(), []
+        for v in tfv1.global_variables():
+            name = get_savename_from_varname(v.name, varname_prefix=self.prefix)
+            if name in entries and name in self.ignore:
+                logger.info("Variable %s in the graph will not be loaded from the checkpoint!", name)
+                continue
+            if name not in entries:
+                if not is_training_name(v.name):
+                    missing.append(v.name)
+                continue
+            if name in used:
+                other = next(var for n, var in pairs if n == name)
+                raise ValueError(f"Restore conflict: {v.name} and {other.name} both load {name}")
+            used.add(name)
+            pairs.append((name, v))
+        _warn_unmatched(missing, "graph", "checkpoint")
+        unused = sorted(n for n in set(entries.real) - used if not is_training_name(n))
+        _warn_unmatched(unused, "checkpoint", "graph")
+        return pairs
 
     def _setup_graph(self):
-        reader = tfv1.train.NewCheckpointReader(self.path)
-        shapes = reader.get_variable_to_shape_map()
-        var_list, missing, mismatch = {}, [], []
-        for v in tfv1.global_variables() + tfv1.local_variables():
-            name = _var_name(v)
-            if name in self.ignore:
-                continue
-            key = f"{self.prefix}/{name}" if self.prefix else name
-            if key not in shapes:
-                missing.append(name)
-                continue
-            if v.shape.is_fully_defined() and list(v.shape) != list(shapes[key]):
-                mismatch.append(f"{name}: graph {list(v.shape)} vs checkpoint {shapes[key]}")
-                continue
-            var_list[key] = v
-        if mismatch:
-            raise ValueError(f"checkpoint {self.path} does not fit the graph: " + "; ".join(mismatch))
-        if missing:
-            logger.warning(
-                "Variables not in checkpoint %s (left initialized): %s", self.path, ", ".join(missing)
+        entries = _CheckpointEntries(self.path)
+        pairs = self._match_vars(entries)
+        bad = []
+        for name, v in pairs:
+            shape, dtype = list(v.shape.as_list()), v.dtype.base_dtype
+            saved_shape, saved_dtype = list(entries.shapes[name]), entries.dtypes[name]
+            if shape != saved_shape or dtype != saved_dtype:
+                bad.append(
+                    f"{v.op.name}: graph {shape} {dtype.name}, checkpoint {saved_shape} {saved_dtype.name}"
+                )
+        if bad:
+            raise ValueError(
+                f"checkpoint {self.path} does not fit the graph: {'; '.join(bad)}. Use "
+                "SmartInit(path, ignore_mismatch=True) (SaverRestoreRelaxed) to skip or convert them."
             )
-        unused = sorted(set(shapes) - set(var_list))
-        if unused:
-            logger.info("Checkpoint entries not used: %s", ", ".join(unused))
-        self._saver = tfv1.train.Saver(var_list=var_list, allow_empty=True) if var_list else None
+        var_list = {entries.real[name]: v for name, v in pairs}
+        self._saver = tfv1.train.Saver(var_list=var_list, name=f"restore_{id(self)}") if var_list else None
 
     def _run_init(self, sess):
+        logger.info("Restoring checkpoint from %s ...", self.path)
         if self._saver is not None:
-            logger.info("Restoring checkpoint %s", self.path)
             self._saver.restore(sess, self.path)
 
 
-class DictRestore(SessionInit):
-    """Set variables from a ``{name: numpy array}`` dict (names with or without ``:0``)."""
+class SaverRestoreRelaxed(SaverRestore):
+    """``SaverRestore`` that adds no ops to the graph and forgives mismatches: a value with the
+    same number of elements is reshaped, a float value cast to the variable's float type (and
+    integers widened), each with a warning; a value of another size is skipped with a warning."""
 
-    def __init__(self, variable_dict: dict):
-        if not isinstance(variable_dict, dict):
-            raise TypeError(f"DictRestore takes a dict, got {type(variable_dict).__name__}")
-        self._values = {k[:-2] if k.endswith(":0") else k: v for k, v in variable_dict.items()}
+    def _setup_graph(self):
+        pass
 
     def _run_init(self, sess):
-        variables = {_var_name(v): v for v in tfv1.global_variables() + tfv1.local_variables()}
-        missing = sorted(set(variables) - set(self._values))
-        if missing:
-            logger.warning("Variables not in the dict (left initialized): %s", ", ".join(missing))
-        unknown = sorted(set(self._values) - set(variables))
-        if unknown:
-            logger.info("Dict entries without a variable: %s", ", ".join(unknown))
-        for name in sorted(set(variables) & set(self._values)):
-            var, value = variables[name], np.asarray(self._values[name])
-            if var.shape.is_fully_defined() and tuple(var.shape) != value.shape:
-                raise ValueError(
-                    f"variable {name} has shape {tuple(var.shape)}, the dict gives {value.shape}"
-                )
-            var.load(value, sess)
-        logger.info("Restored %d variables from a dict", len(set(variables) & set(self._values)))
+        logger.info("Restoring checkpoint from %s ...", self.path)
+        entries = _CheckpointEntries(self.path)
+        values = {}
+        for name, v in self._match_vars(entries):
+            value = SessionUpdate.relaxed_value_for_var(entries.get(name), v, ignore_mismatch=True)
+            if value is not None:
+                values[v.name] = (v, value)
+        SessionUpdate(sess, [v for v, _ in values.values()]).update(
+            {name: value for name, (_, value) in values.items()}
+        )
+
+
+class DictRestore(SessionInit):
+    """Set the global variables from a ``{name: array}`` dict (names with or without ``:0``).
+
+    Args:
+        variable_dict: the values.
+        ignore_mismatch: skip (with a warning) a value whose number of elements differs from its
+            variable's, instead of raising ValueError. Values are reshaped and cast as
+            ``SaverRestoreRelaxed`` does.
+    """
+
+    def __init__(self, variable_dict: dict, ignore_mismatch: bool = False):
+        if not isinstance(variable_dict, dict):
+            raise TypeError(f"DictRestore takes a dict, got {type(variable_dict).__name__}")
+        self._prms = {get_op_tensor_name(k)[1]: v for k, v in variable_dict.items()}
+        self._ignore_mismatch = ignore_mismatch
+
+    def _run_init(self, sess):
+        variables = tfv1.global_variables()
+        names = [v.name for v in variables]
+        matched = [n for n in names if n in self._prms]
+        logger.info(
+            "Variables to restore from dict: %s", ", ".join(get_op_tensor_name(n)[0] for n in matched)
+        )
+        _warn_unmatched(
+            sorted(n for n in set(names) - set(self._prms) if not is_training_name(n)), "graph", "dict"
+        )
+        _warn_unmatched(sorted(set(self._prms) - set(names)), "dict", "graph")
+        update = SessionUpdate(sess, [v for v in variables if v.name in self._prms], self._ignore_mismatch)
+        logger.info("Restoring %d variables from dict ...", len(matched))
+        skipped = update.update({n: self._prms[n] for n in matched})
+        if skipped:
+            logger.warning(
+                "Skipped %d variable(s) whose size did not match: %s", len(skipped), ", ".join(skipped)
+            )
 
 
 class ChainInit(SessionInit):
     """Run several SessionInits in order (later ones win)."""
 
-    def __init__(self, inits):
-        self.inits = [i for i in inits if i is not None]
+    def __init__(self, sess_inits):
+        self.inits = [i for i in sess_inits if i is not None]
         for i in self.inits:
             if not isinstance(i, SessionInit):
                 raise TypeError(f"ChainInit takes SessionInits, got {i!r}")
@@ -147,26 +229,54 @@ class ChainInit(SessionInit):
             i._run_init(sess)
 
 
-def SmartInit(obj) -> SessionInit:
-    """A SessionInit from whatever describes the initial values.
+def _load_dict_file(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"File {path} does not exist!")
+    logger.info("Loading dictionary from %s ...", path)
+    if path.endswith(".npz"):
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    # The reference's .npy format is a pickled dict: loading it runs pickle, so only load files you trust.
+    obj = np.load(path, encoding="latin1", allow_pickle=True)
+    if obj.dtype != object or obj.shape != ():
+        raise ValueError(f"{path} holds an array of shape {obj.shape}, not a dict of variables (use .npz)")
+    obj = obj.item()
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path} holds a {type(obj).__name__}, not a dict of variables")
+    return obj
 
-    ``None`` → nothing; a SessionInit → itself; a dict → DictRestore; a ``.npz`` file →
-    DictRestore of its arrays; a checkpoint directory or path → SaverRestore; a list → ChainInit.
+
+def SmartInit(obj, ignore_mismatch: bool = False) -> SessionInit:
+    """A SessionInit from whatever describes the initial values:
+
+    - None, ``""`` or an empty dict/list: nothing (``JustCurrentSession``);
+    - a SessionInit: itself; a list: ``ChainInit`` of each item;
+    - a dict ``{name: array}``: ``DictRestore``;
+    - a path ending in ``.npz``, or ``.npy`` (a pickled dict, as the reference wrote them): its
+      dict, as ``DictRestore``;
+    - a checkpoint (a prefix, one of its files, a ``checkpoint`` file or a directory):
+      ``SaverRestore``, or ``SaverRestoreRelaxed`` with ``ignore_mismatch``.
+
+    With ``ignore_mismatch``, values whose size does not fit their variable are skipped with a
+    warning instead of raising ValueError.
     """
-    if obj is None:
-        return JustCurrentSession()
     if isinstance(obj, SessionInit):
         return obj
-    if isinstance(obj, dict):
-        return DictRestore(obj)
+    if obj is None or (isinstance(obj, (str, dict, list, tuple)) and not obj):
+        return JustCurrentSession()
     if isinstance(obj, (list, tuple)):
-        return ChainInit([SmartInit(o) for o in obj])
+        return ChainInit([SmartInit(x, ignore_mismatch=ignore_mismatch) for x in obj])
     if isinstance(obj, (str, os.PathLike)):
-        path = os.fspath(obj)
-        if path.endswith(".npz"):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"{path} not found")
-            with np.load(path, allow_pickle=False) as data:
-                return DictRestore({k: data[k] for k in data.files})
-        return SaverRestore(path)
-    raise TypeError(f"SmartInit does not know how to initialize from {type(obj).__name__}")
+        path = os.path.expanduser(os.fspath(obj))
+        if path.endswith((".npy", ".npz")):
+            obj = _load_dict_file(path)
+        elif os.path.isdir(path) or glob.glob(glob.escape(path) + "*"):
+            return (SaverRestoreRelaxed if ignore_mismatch else SaverRestore)(path)
+        else:
+            raise FileNotFoundError(f"Invalid argument to SmartInit: no checkpoint, .npz or .npy at {path}")
+    if isinstance(obj, dict):
+        return DictRestore(obj, ignore_mismatch=ignore_mismatch)
+    raise TypeError(f"Invalid argument to SmartInit: {type(obj).__name__} ({obj!r})")
+
+
+get_model_loader = SmartInit

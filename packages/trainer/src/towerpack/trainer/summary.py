@@ -1,17 +1,27 @@
-"""Summaries a model adds while building its graph: moving averages of scalars, plain tensor summaries.
+"""Summaries a model adds while building its graph: moving averages of scalars, tensor summaries
+(histogram, mean, rms, sparsity), and summaries of parameters and activations.
 
 Only the main training tower adds summaries; calls from other towers are no-ops, so a tower
-function can call these unconditionally.
+function can call these unconditionally. Tags follow the reference: ``add_tensor_summary`` names
+each summary ``<name>-summary``, ``-histogram``, ``-sparsity``, ``-mean`` or ``-rms`` under the
+current name scope.
 """
 
 from __future__ import annotations
 
-import re
-
+from . import logger
+from .common import full_match
 from .compat import tf, tfv1
-from .tower import MOVING_SUMMARY_OPS, get_current_tower_context
+from .scope_utils import cached_name_scope
+from .tower import MOVING_SUMMARY_OPS, get_current_tower_context, strip_tower_prefix
 
-__all__ = ["MOVING_SUMMARY_OPS", "add_moving_summary", "add_tensor_summary"]
+__all__ = [
+    "MOVING_SUMMARY_OPS",
+    "add_activation_summary",
+    "add_moving_summary",
+    "add_param_summary",
+    "add_tensor_summary",
+]
 
 
 def _summaries_allowed() -> bool:
@@ -20,17 +30,30 @@ def _summaries_allowed() -> bool:
 
 
 def _clean_name(tensor) -> str:
-    return re.sub(r"^tower\d+/", "", tensor.op.name)
+    return strip_tower_prefix(tensor.op.name)
 
 
-def add_moving_summary(*tensors, decay: float = 0.95) -> list:
-    """Track an exponential moving average of each scalar tensor and summarize it.
+def rms(x, name: str = "rms"):
+    """Root mean square of a tensor."""
+    return tf.sqrt(tf.reduce_mean(tf.square(x)), name=name)
+
+
+def add_moving_summary(
+    *tensors, decay: float = 0.95, collection: str | None = MOVING_SUMMARY_OPS, summary_collections=None
+) -> list:
+    """Track an exponential moving average of each scalar tensor and summarize it (tag
+    ``<name>-summary``, the tensor's op name without a ``tower<k>/`` prefix).
 
     The averages are updated on every training step by the ``MovingAverageSummary`` callback
-    (one of the defaults) and reach the monitors with the epoch's summaries under the tensor's
-    name. Returns the average tensors (an empty list outside the main training tower).
+    (one of the defaults), which runs the ops of ``collection``, and reach the monitors with the
+    epoch's summaries. Returns the average tensors (an empty list outside the main training tower
+    or under a reusing variable scope). With ``collection=None`` nothing updates the averages
+    except running the returned tensors, which update and then read them.
     """
     if not _summaries_allowed():
+        return []
+    if tfv1.get_variable_scope().reuse is True:
+        logger.warning("add_moving_summary() called under reuse=True; no summaries are added")
         return []
     graph = tfv1.get_default_graph()
     averages = []
@@ -53,29 +76,80 @@ def add_moving_summary(*tensors, decay: float = 0.95) -> list:
                 tfv1.assign(value, value * decay + x * (1.0 - decay)),
                 name="update",
             )
-            graph.add_to_collection(MOVING_SUMMARY_OPS, update)
-            # Divide out the bias towards the zero start (as Adam does for its moments).
-            average = tf.identity(value / tf.maximum(1.0 - tf.pow(decay, count), 1e-12), name="average")
+            if collection is not None:
+                graph.add_to_collection(collection, update)
+            with tf.control_dependencies([update] if collection is None else []):
+                # Divide out the bias towards the zero start (as Adam does for its moments).
+                average = tf.identity(value / tf.maximum(1.0 - tf.pow(decay, count), 1e-12), name="average")
         with tfv1.name_scope(None):
-            tfv1.summary.scalar(name + "-summary", average)
+            tfv1.summary.scalar(name + "-summary", average, collections=summary_collections)
         averages.append(average)
     return averages
 
 
-def add_tensor_summary(tensor, types=("scalar",), name: str | None = None) -> None:
-    """Summarize a tensor: ``scalar``, ``histogram``, ``mean``, ``rms``, ``sparsity`` (main tower only)."""
+_SUMMARY_TYPES = {
+    "scalar": lambda x, name, coll: tfv1.summary.scalar(name + "-summary", x, collections=coll),
+    "histogram": lambda x, name, coll: tfv1.summary.histogram(name + "-histogram", x, collections=coll),
+    "sparsity": lambda x, name, coll: tfv1.summary.scalar(
+        name + "-sparsity", tf.math.zero_fraction(x), collections=coll
+    ),
+    "mean": lambda x, name, coll: tfv1.summary.scalar(name + "-mean", tf.reduce_mean(x), collections=coll),
+    "rms": lambda x, name, coll: tfv1.summary.scalar(name + "-rms", rms(x), collections=coll),
+}
+
+
+def add_tensor_summary(x, types, name: str | None = None, collections=None, main_tower_only: bool = True):
+    """Summarize a tensor in the current name scope, once per type in ``types``: ``scalar``
+    (tag ``<name>-summary``), ``histogram`` (``<name>-histogram``), ``sparsity`` (fraction of
+    zeros, ``<name>-sparsity``), ``mean`` (``<name>-mean``), ``rms`` (``<name>-rms``).
+
+    Args:
+        name: default ``x.op.name``.
+        collections: the summaries' collections (default: ``SUMMARIES``).
+        main_tower_only: a no-op in towers other than the main training tower.
+
+    Raises:
+        KeyError: an unknown type.
+    """
+    types = list(types) if not isinstance(types, str) else [types]
+    unknown = [t for t in types if t not in _SUMMARY_TYPES]
+    if unknown:
+        raise KeyError(f"unknown summary type(s) {unknown}; choose from {sorted(_SUMMARY_TYPES)}")
+    if main_tower_only and not _summaries_allowed():
+        return
+    name = name or x.op.name
+    for kind in dict.fromkeys(types):
+        _SUMMARY_TYPES[kind](x, name, collections)
+
+
+def add_activation_summary(x, types=None, name: str | None = None, collections=None) -> None:
+    """``add_tensor_summary`` of an activation under the name scope ``activation-summary``
+    (default types: sparsity, rms, histogram). Tensors of rank < 2 are skipped with a warning."""
+    ndims = x.shape.ndims
+    if ndims is not None and ndims < 2:
+        logger.warning("Cannot summarize scalar activation %s", x.name)
+        return
+    types = ["sparsity", "rms", "histogram"] if types is None else types
+    with cached_name_scope("activation-summary"):
+        add_tensor_summary(x, types, name=name, collections=collections)
+
+
+def add_param_summary(*summary_lists, collections=None) -> None:
+    """Summarize trainable variables: each argument is ``(regex, types)``; every trainable
+    variable whose op name matches a regex in full gets ``add_tensor_summary(var, types)``,
+    under the name scope ``param-summary``. Main training tower only.
+
+    Example: ``add_param_summary((".*/W", ["histogram", "rms"]), (".*/gamma", ["scalar"]))``
+    """
+    for item in summary_lists:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(f"add_param_summary takes (regex, [types]) pairs, got {item!r}")
     if not _summaries_allowed():
         return
-    name = name or _clean_name(tensor)
-    makers = {
-        "scalar": lambda: tfv1.summary.scalar(name + "-summary", tensor),
-        "histogram": lambda: tfv1.summary.histogram(name + "-histogram", tensor),
-        "mean": lambda: tfv1.summary.scalar(name + "/mean", tf.reduce_mean(tensor)),
-        "rms": lambda: tfv1.summary.scalar(name + "/rms", tf.sqrt(tf.reduce_mean(tf.square(tensor)))),
-        "sparsity": lambda: tfv1.summary.scalar(name + "/sparsity", tf.math.zero_fraction(tensor)),
-    }
-    with tfv1.name_scope(None):
-        for kind in types:
-            if kind not in makers:
-                raise ValueError(f"unknown summary type {kind!r}; choose from {sorted(makers)}")
-            makers[kind]()
+    params = tfv1.get_collection(tfv1.GraphKeys.TRAINABLE_VARIABLES)
+    with cached_name_scope("param-summary"):
+        for p in params:
+            name = p.op.name
+            for regex, types in summary_lists:
+                if full_match(regex, name):
+                    add_tensor_summary(p, types, name=name, collections=collections)

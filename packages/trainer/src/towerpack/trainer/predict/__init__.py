@@ -1,6 +1,25 @@
-"""Predictors: run a model on numpy inputs."""
+"""Predictors: run a model on numpy inputs (or on an InputSource), in this process or in workers."""
 
-from .base import OfflinePredictor, OnlinePredictor, PredictorBase
+from .base import AsyncPredictorBase, OfflinePredictor, OnlinePredictor, PredictorBase
+from .concurrency import MultiProcessPredictWorker, MultiProcessQueuePredictWorker, MultiThreadAsyncPredictor
 from .config import PredictConfig
+from .dataset import DatasetPredictorBase, MultiProcessDatasetPredictor, SimpleDatasetPredictor
+from .feedfree import FeedfreePredictor
+from .multigpu import DataParallelOfflinePredictor, MultiTowerOfflinePredictor
 
-__all__ = ["OfflinePredictor", "OnlinePredictor", "PredictConfig", "PredictorBase"]
+__all__ = [
+    "AsyncPredictorBase",
+    "DataParallelOfflinePredictor",
+    "DatasetPredictorBase",
+    "FeedfreePredictor",
+    "MultiProcessDatasetPredictor",
+    "MultiProcessPredictWorker",
+    "MultiProcessQueuePredictWorker",
+    "MultiThreadAsyncPredictor",
+    "MultiTowerOfflinePredictor",
+    "OfflinePredictor",
+    "OnlinePredictor",
+    "PredictConfig",
+    "PredictorBase",
+    "SimpleDatasetPredictor",
+]
