@@ -94,11 +94,11 @@ def node_mode(a: argparse.Namespace, env: dict, common: dict, step: slurm.SlurmS
         raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
     slots, cuda = _local_processes(a, env)
     master_addr = net.resolve(master_host)
-    _check_backend_address(common["backend"], master_addr)
     if a.network_interface:
         node_addr = net.iface_address(a.network_interface)
     role = Role.COORDINATOR if node_rank == 0 else Role.AGENT
-    if role is Role.COORDINATOR:
+    if role is Role.COORDINATOR:  # node 0's backend and ports are the job's
+        _check_backend_address(common["backend"], master_addr)
         check_port(master_addr, master_port, "--master port")
         if common["rank_master_port"] is not None:
             check_port(master_addr, common["rank_master_port"], "--master-port")

@@ -48,11 +48,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _key(self) -> tuple[str, str] | None:
         parts = self.path.split("/")
-        if len(parts) != 4 or parts[0]:
-            self._reply(400)
-            return None
-        if not hmac.compare_digest(parts[1].encode(), self.server.prefix.encode()):
+        if len(parts) < 2 or not hmac.compare_digest(parts[1].encode(), self.server.prefix.encode()):
             self._reply(403)
+            return None
+        if len(parts) != 4:
+            self._reply(400)
             return None
         return parts[2], parts[3]
 

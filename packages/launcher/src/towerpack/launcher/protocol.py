@@ -295,10 +295,12 @@ class Connection:
 
     def __init__(self, sock: socket.socket, side: Side):
         sock.setblocking(True)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         self.side = side
-        self.peer = sock.getpeername()[0]
+        peer = sock.getpeername()
+        self.peer = peer[0] if isinstance(peer, tuple) else "a local socket"
         self._key: bytes | None = None
         self._sent = 0
         self._received = 0
