@@ -72,10 +72,11 @@ def ssh_mode(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
     cuda = tuple(gpu_list.select(a.gpus, env)) if a.gpus is not None and local else None
     master_addr, master_port = _ssh_master(hosts, a.master)
     _check_backend_address(common["backend"], master_addr)
+    node_addr = net.iface_address(a.network_interface) if a.network_interface else None
     return LaunchSpec(
         mode=Mode.SSH, role=Role.COORDINATOR, hosts=tuple(hosts), nnodes=len(hosts), cuda=cuda,
-        gpus=a.gpus, master_addr=master_addr, master_port=master_port, iface=a.network_interface,
-        secret=job_secret.new(), **common,
+        gpus=a.gpus, master_addr=master_addr, master_port=master_port, node_addr=node_addr,
+        iface=a.network_interface, secret=job_secret.new(), **common,
     )  # fmt: skip
 
 

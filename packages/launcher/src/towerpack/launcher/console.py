@@ -26,7 +26,7 @@ class Bars(enum.Enum):
     ONE = "one"  # the bar of one rank at a time
     ALL = "all"  # a bar line per rank
     NONE = "none"  # only the final state of each bar
-    RELAY = "relay"  # pass updates on as "\r<text>\r" (a launcher started over ssh)
+    RELAY = "relay"  # pass one rank's updates on as "\r<text>\r" (a launcher started over ssh)
 
 
 class Stream(enum.Enum):
@@ -52,10 +52,13 @@ class Console:
         self._bars: dict[str, bytes] = {}  # owner -> text, in drawing order
         self._bar_stream: Stream | None = None
         self._drawn = 0  # bar lines on the screen now
+        self._relayed: str | None = None  # the owner whose bar a relaying console passes on
 
     def line(self, stream: Stream, data: bytes, owner: str | None = None) -> None:
         """Write ``data`` and a newline; a bar of ``owner`` ends (this line is its final state)."""
         with self._lock:
+            if owner is not None and owner == self._relayed:
+                self._relayed = None
             ends_bar = owner in self._bars
             redraw = bool(self._drawn) and (ends_bar or self._shares_screen(stream))
             if redraw:
@@ -71,8 +74,10 @@ class Console:
     def bar(self, stream: Stream, owner: str, text: bytes) -> None:
         """Show ``text`` as ``owner``'s bar (where bars are drawn at all)."""
         with self._lock:
-            if self.mode is Bars.RELAY:
-                self._write(stream, b"\r" + text + b"\r")
+            if self.mode is Bars.RELAY:  # one rank's bar at a time, as plain text
+                self._relayed = self._relayed or owner
+                if owner == self._relayed:
+                    self._write(stream, b"\r" + text + b"\r")
                 return
             if self.mode is Bars.NONE or not self._tty[stream] or self._bar_stream not in (None, stream):
                 return

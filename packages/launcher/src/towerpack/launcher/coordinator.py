@@ -248,7 +248,7 @@ class Coordinator:
                     remote[node] = hs
                     continue
                 # "localhost" in a cluster spec would point the other hosts at themselves.
-                addr = spec.master_addr if net.is_loopback(hs.host) else hs.host
+                addr = spec.node_addr or (spec.master_addr if net.is_loopback(hs.host) else hs.host)
                 cuda = _first(spec.cuda, hs.slots, hs.host)
                 self.nodes.append(self._local(node, addr, hs.slots, cuda, multi))
         if spec.backend is Backend.HOROVOD:

@@ -61,9 +61,15 @@ class PreemptionSaver(Callback):
         self._vote = None
         if hvd is not None and size > 1:
             # Each rank feeds whether it was told to stop; the sum, fetched with the step, is the same on
-            # every rank, so all of them stop after the same step.
-            self._wants = tfv1.placeholder_with_default(tf.constant(0, tf.int32), [], name="stop_requested")
-            self._vote = hvd.allreduce(self._wants, op=hvd.Sum, name="PreemptionVote")
+            # every rank, so all of them stop after the same step. Asked for once the step's gradients
+            # are ready for their own allreduce, and in their dtype, Horovod fuses it with them: no
+            # extra collective per step.
+            grads = [op.inputs[0] for op in self.graph.get_operations() if op.type == "HorovodAllreduce"]
+            dtype = grads[0].dtype if grads and grads[0].dtype.is_floating else tf.float32
+            self._wants = tfv1.placeholder_with_default(tf.constant(0, dtype), [], name="stop_requested")
+            with tf.control_dependencies(grads):
+                wants = tf.identity(self._wants)
+            self._vote = hvd.allreduce(wants, op=hvd.Sum, name="PreemptionVote")
 
     def _before_train(self):
         if threading.current_thread() is not threading.main_thread():
@@ -95,7 +101,7 @@ class PreemptionSaver(Callback):
 
     def _after_run(self, run_context, run_values):
         if self._vote is not None:
-            self._agreed = int(run_values.results)
+            self._agreed = round(float(run_values.results))
 
     def _stop_requested(self) -> bool:
         return self._agreed > 0 if self._vote is not None else self.received is not None
