@@ -57,6 +57,7 @@ def test_a_frozen_node_ends_the_job_and_is_named_before_the_failures_it_caused(t
         wait_ready(tmp_path, 2)
         groups = freeze(node1.pid)
         frozen = time.monotonic()
+        time.sleep(1.0)
         (tmp_path / "go").write_text("")
         ((rc0, _, err0),) = finish(node0, timeout=60)
         ended = time.monotonic() - frozen

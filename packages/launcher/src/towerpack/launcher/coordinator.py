@@ -156,7 +156,7 @@ class Coordinator:
             if outcome.failure is None:
                 return RunResult(JobState.SUCCEEDED, 0)
             # Reports arrive out of order (output still draining, other nodes): the earliest is the cause.
-            failures = sorted(_unique([outcome.failure, *stop.late]), key=lambda f: f.time)
+            failures = sorted(_unique([outcome.failure, *stop.late]), key=self._when)
             root = failures[0]
             lost = [n.info for n in self.nodes if n.state is NodeState.LOST]
             if attempt < spec.max_restarts and not lost:
@@ -360,6 +360,14 @@ class Coordinator:
         for node in self.nodes:
             if isinstance(node, LocalNode):
                 node.held.close()
+
+    def _when(self, failure: Failure) -> float:
+        """When a failure happened, for ordering. A lost node was last heard from at ``time``; its
+        last heartbeat may have been on its way for up to an interval, and a node does not go silent
+        because a rank elsewhere failed: it counts as lost that much earlier."""
+        if failure.kind is FailureKind.NODE_LOST:
+            return failure.time - self.welcome.heartbeat_interval
+        return failure.time
 
     def _host(self, node: int) -> str:
         return next((n.info.hostname for n in self.nodes if n.info.node == node), f"node {node}")
