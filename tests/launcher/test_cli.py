@@ -225,3 +225,19 @@ def test_script_arguments_pass_through_untouched():
         spec.slots = 3  # a finished spec
     with pytest.raises(UsageError):
         parse(["--np", "1", "--hosts", "a:1", REPORT], env={})
+
+
+def test_secret_file_for_per_node_mode(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("a-secret-from-a-file\n")
+    secret.chmod(0o600)
+    args = ["--nnodes", "2", "--node-rank", "1", "--master", "127.0.0.1:2000", "--np", "1", REPORT]
+    assert parse(["--secret-file", str(secret), *args], env={}).secret == b"a-secret-from-a-file"
+    # The variable wins over the file; a file others may read, or a short secret, is refused.
+    env = {"TOWERPACK_LAUNCH_SECRET": "from-the-environment"}
+    assert parse(["--secret-file", str(secret), *args], env=env).secret == b"from-the-environment"
+    secret.chmod(0o640)
+    with pytest.raises(UsageError, match="chmod 600"):
+        parse(["--secret-file", str(secret), *args], env={})
+    with pytest.raises(UsageError, match="at least 16 characters"):
+        parse(args, env={"TOWERPACK_LAUNCH_SECRET": "short"})

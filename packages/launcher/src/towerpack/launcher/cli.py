@@ -75,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"a node silent this long is lost and ends the job ({HEARTBEAT_TIMEOUT_S:g})",
     )
-    nodes.add_argument("--secret-file", metavar="FILE", help="the job secret shared by all nodes (see docs)")
+    nodes.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="the job's secret, the same on every node (TOWERPACK_LAUNCH_SECRET wins; "
+        "default ~/.towerpack/launch-secret)",
+    )
     nodes.add_argument("--no-slurm", action="store_true", help="ignore Slurm's variables")
 
     be = p.add_argument_group("backend")
