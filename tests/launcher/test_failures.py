@@ -79,21 +79,6 @@ def test_first_failure_is_named_even_when_it_is_reported_late(tmp_path):
     _summary_names(proc.stderr, 1, "exit code 11")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_launcher_stops_everything(tmp_path, sig):
-    launcher = start_launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "child@0", "hang@1")
-    try:
-        wait_ready(tmp_path, 2)
-        launcher.send_signal(sig)
-        _, err = launcher.communicate(timeout=30)
-        assert launcher.returncode == 128 + sig, err
-        assert f"received {signal.Signals(sig).name}" in err
-        assert_job_gone(timeout=1.0)
-    finally:
-        launcher.kill()
-        launcher.wait()
-
-
 def test_sigkill_of_launcher_takes_the_ranks_down(tmp_path):
     launcher = start_launch("--np", "2", "--backend", "none", BEHAVE, str(tmp_path), "child@0", "hang@1")
     try:

@@ -9,8 +9,9 @@ import pytest
 
 from support.launcher_run import rank_script, wait_ready
 from support.procs import run_python, wait_for
-from towerpack.launcher.group import LocalGroup, Task
+from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.output import OutputOptions
+from towerpack.launcher.tasks import StopRequest, Task, TaskKind
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
 
@@ -20,7 +21,7 @@ def test_stop_signals_only_the_groups_of_ranks_not_yet_reaped(tmp_path, monkeypa
     exits = []
     argv = [sys.executable, rank_script("behave.py"), str(tmp_path), "ok@0", "sleep@1"]
     group = LocalGroup("here", argv, "group-test", OutputOptions(ranks=frozenset()), exits.append)
-    group.start([Task(r, "worker", {"RANK": r, "WORLD_SIZE": "2"}) for r in ("0", "1")], attempt=0)
+    group.start([Task(r, TaskKind.WORKER, {"RANK": r, "WORLD_SIZE": "2"}) for r in ("0", "1")], attempt=0)
     try:
         pids = wait_ready(tmp_path, 2, timeout=30)
         wait_for(lambda: exits, 30, what="rank 0 to end")
@@ -28,7 +29,7 @@ def test_stop_signals_only_the_groups_of_ranks_not_yet_reaped(tmp_path, monkeypa
         signalled, killpg = [], os.killpg
         monkeypatch.setattr(os, "killpg", lambda pgid, sig: (signalled.append(pgid), killpg(pgid, sig)))
     finally:
-        group.stop(grace=2.0)
+        group.stop(StopRequest(None, 2.0))
     assert pids["1"] in signalled
     assert pids["0"] not in signalled
 
@@ -50,7 +51,7 @@ def flood():
 with as_events(events):
     threading.Thread(target=flood, daemon=True).start()
     while time.monotonic() < end:  # what the supervising loop does, as fast as it can
-        events.put(("exit", 0, None))
+        events.put(None)
         events.get()
 print("survived")
 """

@@ -53,9 +53,11 @@ def test_horovod_variables(tmp_path):
         assert env["HOROVOD_SIZE"] == env["HOROVOD_LOCAL_SIZE"] == "2"
         assert (env["HOROVOD_CROSS_RANK"], env["HOROVOD_CROSS_SIZE"]) == ("0", "1")
         assert env["HOROVOD_CONTROLLER"] == env["HOROVOD_CPU_OPERATIONS"] == "gloo"
-        assert env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1"
+        port = env["HOROVOD_GLOO_RENDEZVOUS_PORT"]
+        # Horovod reaches the store at 127.0.0.1:port; the path after it carries the job's token.
+        assert env["HOROVOD_GLOO_RENDEZVOUS_ADDR"].startswith(f"127.0.0.1:{port}/")
         assert env["HOROVOD_GLOO_IFACE"] == "lo"
-    assert e0["HOROVOD_GLOO_RENDEZVOUS_PORT"] == e1["HOROVOD_GLOO_RENDEZVOUS_PORT"]
+    assert e0["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == e1["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
 
 
 def test_tf_config_for_workers_and_parameter_servers(tmp_path):
@@ -111,7 +113,7 @@ def test_module_and_python_dash_m(tmp_path):
 
 def test_launcher_never_imports_tensorflow():
     code = (
-        "import sys; from towerpack.launcher import cli, coordinator, agent, rendezvous;"
+        "import sys; from towerpack.launcher import cli, coordinator, agent, gloo_store;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'horovod', 'keras')];"
         "print(bad); sys.exit(bool(bad))"
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -30,11 +32,65 @@ def launch(*args: str, timeout: float = 90, cwd=None, env: dict | None = None) -
     return proc
 
 
-def start_launch(*args: str, cwd=None, env: dict | None = None) -> subprocess.Popen:
+def start_launch(
+    *args: str, cwd=None, env: dict | None = None, new_session: bool = False
+) -> subprocess.Popen:
     full_env = dict(os.environ, **(env or {}))
     return subprocess.Popen(
-        [*LAUNCH, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=full_env
+        [*LAUNCH, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        start_new_session=new_session,
     )
+
+
+def finish(*procs: subprocess.Popen, timeout: float = 90) -> list[tuple[int, str, str]]:
+    """``(returncode, stdout, stderr)`` of each process, killed if it outlives ``timeout``."""
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            proc.kill()
+            proc.wait()
+        results.append((proc.returncode, out, err))
+    return results
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """``pid`` and all its descendants (a node launcher: its watchdog, its ranks and their children)."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def process_groups(pid: int) -> set[int]:
+    """The process groups of ``pid``'s tree (each rank of a launcher has a group of its own)."""
+    groups = set()
+    for proc in process_tree(pid):
+        try:
+            groups.add(os.getpgid(proc.pid))
+        except ProcessLookupError:
+            continue
+    return groups
+
+
+def freeze(pid: int) -> set[int]:
+    """Stop (SIGSTOP) every process group of a node launcher's tree: a host that froze or lost power,
+    as its peers see it. Returns the groups, for ``thaw``."""
+    groups = process_groups(pid)
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGSTOP)
+    return groups
+
+
+def thaw(groups: set[int]) -> None:
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGCONT)
 
 
 def job_processes(exclude: tuple[int, ...] = ()) -> list[psutil.Process]:
@@ -59,12 +115,12 @@ def wait_ready(folder: Path, count: int, timeout: float = 60) -> dict[str, int]:
     """Wait for ``count`` rank scripts to write ``ready.<rank>`` (holding their pid); return rank -> pid."""
 
     def ready():
-        files = list(folder.glob("ready.*"))
+        files = [f for f in folder.glob("ready.*") if not f.name.endswith(".tmp")]
         if len(files) < count:
             return None
         try:
             return {f.name.split(".", 1)[1]: int(f.read_text()) for f in files}
-        except ValueError:  # a file still being written
+        except (ValueError, FileNotFoundError):  # a file still being written
             return None
 
     return wait_for(ready, timeout, what=f"{count} ranks to start")

@@ -5,7 +5,10 @@ the first match wins. ACTION:
   exit<N>      wait until every task of the job is ready, write OUT/failed.<RANK> (the time), exit N
   holdexit<N>  the same, but leave a grandchild that holds this rank's output pipes open for a while
   follow<N>    wait until a rank that wrote OUT/failed.* has ended, then exit N (a consequential failure)
+  await<N>     wait until the test writes OUT/go, then write OUT/failed.<RANK> and exit N
   hang         ignore SIGTERM (before announcing itself) and never end
+  deaf         ignore SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 (before announcing itself), never end
+  trap         on any of those five signals, write its name to OUT/signal.<RANK> and exit 0
   sleep        sleep 600 s;  child: leave a setsid grandchild that sleeps, then sleep;  ok: end at once
 """
 
@@ -45,8 +48,20 @@ def gone(pid):
 if action == "child":
     # A grandchild in its own session: only the launcher's job tag can find it.
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 if action == "hang":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if action == "deaf":
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+if action == "trap":
+
+    def note(signum, _frame):
+        (out / f"signal.{rank}").write_text(signal.Signals(signum).name)
+        sys.exit(0)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, note)
 (out / f"ready.{rank}.tmp").write_text(str(os.getpid()))
 os.replace(out / f"ready.{rank}.tmp", out / f"ready.{rank}")
 
@@ -65,9 +80,15 @@ if action.startswith("follow"):
     wait_for(lambda: gone(int((out / f"ready.{failed}").read_text())), f"rank {failed} to end")
     print(f"rank {rank} fails because rank {failed} did", file=sys.stderr)
     sys.exit(int(action[6:]))
-if action == "hang":
+if action.startswith("await"):
+    while not (out / "go").exists():
+        time.sleep(0.02)
+    print(f"rank {rank} fails after being told to", file=sys.stderr)
+    (out / f"failed.{rank}").write_text(repr(time.time()))
+    sys.exit(int(action[5:]))
+if action in ("hang", "deaf"):
     while True:
         time.sleep(1)
-if action in ("sleep", "child"):
+if action in ("sleep", "child", "trap"):
     time.sleep(600)
 print(f"rank {rank} done")

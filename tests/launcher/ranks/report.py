@@ -8,6 +8,7 @@ import sys
 KEYS = [
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
     "RESTART_COUNT", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED", "TF_CONFIG",
+    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS", "TOWERPACK_LAUNCH_SECRET",
 ]  # fmt: skip
 out = sys.argv[1]
 task = json.loads(os.environ.get("TF_CONFIG") or '{"task": {}}')["task"]

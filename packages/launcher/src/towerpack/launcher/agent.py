@@ -1,7 +1,9 @@
-"""The launcher of a node other than node 0: joins node 0, runs what it is told, reports every exit."""
+"""The launcher of a node other than node 0: joins the coordinator, runs what it is told, reports every
+exit, passes its own signals on, and stops its processes when the coordinator is gone or silent."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -10,108 +12,205 @@ import threading
 import time
 import uuid
 
-from towerpack.launcher import net, watchdog
-from towerpack.launcher.coordinator import local_info, say
-from towerpack.launcher.group import LocalGroup, Task
-from towerpack.launcher.nodes import Channel
+from towerpack.launcher import net, probe, protocol, watchdog
+from towerpack.launcher.console import say
+from towerpack.launcher.events import CoordinatorLost, LocalStopDone, Message, SignalReceived
+from towerpack.launcher.group import FAILURE_GRACE_S, LocalGroup
+from towerpack.launcher.nodes import local_info
+from towerpack.launcher.plan import NodeInfo, ports_needed
+from towerpack.launcher.ports import HeldPorts
+from towerpack.launcher.probe import ProbeListener
+from towerpack.launcher.protocol import (
+    Channel,
+    Connection,
+    Exited,
+    Finish,
+    Hurry,
+    Join,
+    Probe,
+    Probed,
+    Side,
+    Signalled,
+    Start,
+    Stop,
+    Stopped,
+    Welcome,
+)
 from towerpack.launcher.signals import Received, as_events
+from towerpack.launcher.signals import name as signal_name
 from towerpack.launcher.spec import LaunchSpec
+from towerpack.launcher.tasks import StopRequest
 
 
-def _connect(addr: str, port: int, timeout: float, received: Received) -> socket.socket | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return socket.create_connection((addr, port), timeout=5.0)
-        except OSError:
-            if time.monotonic() > deadline or received.last:
-                return None
-            time.sleep(0.3)
+class JoinFailed(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
 
 
 def run(spec: LaunchSpec) -> int:
     tag = f"{spec.job_id}-{uuid.uuid4().hex[:8]}"
     events: queue.SimpleQueue = queue.SimpleQueue()
     dog = watchdog.start(tag)
-    group = None
+    held = listener = channel = group = None
     try:
         with as_events(events) as received:
-            sock = _connect(spec.master_addr, spec.master_port, spec.start_timeout, received)
-            if sock is None:
-                where = f"{spec.master_addr}:{spec.master_port}"
-                say(f"could not reach node 0 at {where} within {spec.start_timeout:g} s")
-                return 1
-            sock.settimeout(None)
-            channel = Channel(sock)
+            if spec.via_ssh:
+                threading.Thread(target=_watch_stdin, args=(events,), daemon=True).start()
             addr = spec.node_addr or net.source_address(spec.master_addr)
-            info = local_info(spec, spec.node_rank, addr, spec.slots, spec.cuda)
-            channel.send({"t": "hello", "nnodes": spec.nnodes, "n_ps": spec.n_ps, "info": info.to_dict()})
+            held = HeldPorts(addr, ports_needed(spec.node_rank, spec.slots, spec.n_ps, spec.nnodes))
+            listener = ProbeListener(addr)
+            info = local_info(spec, spec.node_rank, addr, spec.slots, spec.cuda, held, listener.port)
+            try:
+                conn, welcome = _join(spec, info, received)
+            except JoinFailed as exc:
+                say(str(exc))
+                return exc.code
+            channel = Channel(
+                conn,
+                welcome.heartbeat_interval,
+                welcome.heartbeat_timeout,
+                lambda msg: events.put(Message(msg)),
+                lambda loss: events.put(CoordinatorLost(loss.describe(welcome.heartbeat_timeout))),
+            )
             group = LocalGroup(
                 info.hostname,
-                spec.argv,
+                list(spec.argv),
                 tag,
                 spec.output,
-                lambda e: channel.send({"t": "exit", **e.to_dict()}),
+                lambda e: channel.send(Exited(e)),
+                spec.cpu_bind,
             )
-            threading.Thread(target=_pump, args=(channel, events), daemon=True).start()
-            if spec.watch_stdin:
-                threading.Thread(target=_watch_stdin, args=(events,), daemon=True).start()
-            return _serve(spec, channel, group, info.hostname, events)
+            channel.start()
+            return Agent(spec, info, welcome, channel, group, held, events).serve()
     finally:
         if group is not None:
-            group.stop()
+            group.stop(StopRequest(None, FAILURE_GRACE_S))
+        for thing in (channel, listener, held):
+            if thing is not None:
+                thing.close()
         watchdog.stop(dog)
 
 
-def _pump(channel: Channel, events: queue.SimpleQueue) -> None:
+def _join(spec: LaunchSpec, info: NodeInfo, received: Received) -> tuple[Connection, Welcome]:
+    """Connect to the coordinator (retrying until ``--start-timeout``) and complete the handshake."""
+    where = net.host_port(spec.master_addr, spec.master_port)
+    deadline = time.monotonic() + spec.start_timeout
     while True:
-        msg = channel.recv()
-        events.put(("msg", None, msg))
-        if msg is None:
-            return
+        try:
+            sock = socket.create_connection((spec.master_addr, spec.master_port), timeout=5.0)
+            break
+        except OSError:
+            if time.monotonic() > deadline or received.last:
+                raise JoinFailed(
+                    f"could not reach node 0 at {where} within {spec.start_timeout:g} s", 1
+                ) from None
+            time.sleep(0.3)
+    conn = Connection(sock, Side.AGENT)
+    try:
+        return conn, protocol.agent_handshake(conn, spec.secret, Join(info, spec.nnodes, spec.n_ps))
+    except protocol.Refused as exc:
+        conn.close()
+        hint = " (every node needs the same job secret: see --secret-file)" if "secret" in str(exc) else ""
+        raise JoinFailed(f"node 0 refused this node: {exc}{hint}", 2) from None
+    except (protocol.ProtocolError, protocol.Closed, OSError) as exc:
+        conn.close()
+        raise JoinFailed(f"could not join node 0 at {where}: {exc or 'connection closed'}", 1) from None
 
 
 def _watch_stdin(events: queue.SimpleQueue) -> None:
-    # Started over ssh: the channel's end of stdin means the launcher that started us is gone.
+    # Started over ssh: the end of stdin means the launcher that started us is gone.
     # os.read, not sys.stdin: a daemon thread blocked in a buffered read breaks interpreter shutdown.
-    while os.read(0, 65536):
-        pass
-    events.put(("msg", None, None))
+    with contextlib.suppress(OSError):
+        while os.read(0, 65536):
+            pass
+    events.put(CoordinatorLost("the ssh connection from node 0 closed"))
 
 
-def _serve(
-    spec: LaunchSpec, channel: Channel, group: LocalGroup, host: str, events: queue.SimpleQueue
-) -> int:
-    while True:
-        kind, _, payload = events.get()
-        if kind == "signal":
-            name = signal.Signals(payload).name
-            channel.send(
-                {
-                    "t": "exit",
-                    "task": f"node {spec.node_rank}",
-                    "kind": "node",
-                    "host": host,
-                    "code": -payload,
-                    "tail": [f"the launcher of node {spec.node_rank} received {name}"],
-                    "time": time.time(),
-                }
-            )
-            group.stop()
-            return 128 + payload
-        msg = payload
-        if msg is None:
-            where = f"{spec.master_addr}:{spec.master_port}"
-            say(f"lost contact with node 0 at {where}; stopping this node's processes")
-            group.stop()
-            return 1
-        if msg["t"] == "reject":
-            say(f"node 0 refused this node: {msg['reason']}")
-            return 2
-        if msg["t"] == "start":
-            group.start([Task(**t) for t in msg["tasks"]], msg["attempt"])
-        elif msg["t"] == "stop":
-            group.stop()
-            channel.send({"t": "stopped"})
-        elif msg["t"] == "finish":
-            return msg["code"]
+class Agent:
+    """The supervising loop of a node launcher that a coordinator drives."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        info: NodeInfo,
+        welcome: Welcome,
+        channel: Channel,
+        group: LocalGroup,
+        held: HeldPorts,
+        events: queue.SimpleQueue,
+    ):
+        self.spec, self.info, self.welcome = spec, info, welcome
+        self.channel, self.group, self.held, self.events = channel, group, held, events
+        self._stopper: threading.Thread | None = None
+        self._reply_owed = False
+        self._forwarded: int | None = None  # the signal this node passed on in this attempt
+        self.signalled: int | None = None
+
+    def serve(self) -> int:
+        while True:
+            event = self.events.get()
+            if isinstance(event, SignalReceived):
+                self._on_signal(event.signal)
+            elif isinstance(event, LocalStopDone):
+                self._stopper = None
+                if self._reply_owed:
+                    self._reply_owed = False
+                    self.channel.send(Stopped(event.killed))
+            elif isinstance(event, CoordinatorLost):
+                where = net.host_port(self.spec.master_addr, self.spec.master_port)
+                say(f"lost contact with node 0 at {where}: {event.why}; stopping this node's processes")
+                self._finish_stop()
+                return 128 + self.signalled if self.signalled else 1
+            elif isinstance(event, Message):
+                code = self._on_message(event.msg)
+                if code is not None:
+                    self._finish_stop()
+                    return code
+
+    def _on_message(self, msg) -> int | None:
+        if isinstance(msg, Start):
+            self._forwarded = None
+            self.held.release(self.info.ports[-1])  # MASTER_PORT: the ranks' own code may bind it
+            self.group.start(list(msg.tasks), msg.attempt)
+        elif isinstance(msg, Stop):
+            self._reply_owed = True
+            if self._stopper is None:  # else: the stop of this node's own signal is under way
+                self._stop(msg.request)
+        elif isinstance(msg, Hurry):
+            self.group.hurry()
+        elif isinstance(msg, Probe):
+            threading.Thread(target=self._probe, args=(msg.targets,), daemon=True).start()
+        elif isinstance(msg, Finish):
+            return msg.code
+        return None
+
+    def _on_signal(self, sig: int) -> None:
+        self.signalled = self.signalled or sig
+        if self._stopper is not None:
+            if sig == signal.SIGINT:
+                self.group.hurry()
+            return
+        if self._forwarded is None:
+            # Passed on here at once (the coordinator may be far or slow), then the whole job stops.
+            self._forwarded = sig
+            self.channel.send(Signalled(sig))
+            say(f"received {signal_name(sig)}; passing it to this node's workers")
+            self._stop(StopRequest(sig, self.welcome.grace_period))
+
+    def _stop(self, request: StopRequest) -> None:
+        def run():
+            self.events.put(LocalStopDone(self.group.stop(request)))
+
+        self._stopper = threading.Thread(target=run, daemon=True)
+        self._stopper.start()
+
+    def _finish_stop(self) -> None:
+        """Before exiting: let a stop under way end, else stop what may still run."""
+        if self._stopper is not None:
+            self._stopper.join()
+        else:
+            self.group.stop(StopRequest(None, FAILURE_GRACE_S))
+
+    def _probe(self, targets) -> None:
+        self.channel.send(Probed(tuple(probe.probe(targets))))

@@ -1,4 +1,4 @@
-"""Host lists: ``--hosts a:4,b:4``, ``--hostfile`` (``host slots=N``) and Slurm's node list."""
+"""Host lists: ``--hosts a:4,b:4`` and ``--hostfile`` (``host slots=N`` lines)."""
 
 from __future__ import annotations
 
@@ -78,22 +78,3 @@ def parse_hostfile(path: str) -> list[HostSlots]:
                 slots = value
         hosts.append(_host_entry(parts[0].strip("[]"), slots, f"hostfile {path!r} line {number}"))
     return _check_unique(hosts, f"hostfile {path!r}")
-
-
-def expand_nodelist(nodelist: str) -> list[str]:
-    """Expand Slurm's compressed list: ``n[01-03,7],gpu5`` -> ``n01 n02 n03 n7 gpu5``."""
-    hosts: list[str] = []
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
-        match = re.match(r"^(.*?)\[([^\]]*)\](.*)$", item)
-        if not match:
-            hosts.append(item)
-            continue
-        head, ranges, tail = match.groups()
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not hi:
-                hosts.append(f"{head}{lo}{tail}")
-                continue
-            width = len(lo)
-            hosts.extend(f"{head}{n:0{width}d}{tail}" for n in range(int(lo), int(hi) + 1))
-    return hosts

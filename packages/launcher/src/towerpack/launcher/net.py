@@ -1,8 +1,7 @@
-"""Addresses, ports and network interfaces."""
+"""Addresses and network interfaces: parsing ``ADDR:PORT`` (IPv6 included), resolving, choosing."""
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import socket
 
@@ -11,29 +10,31 @@ import psutil
 from towerpack.launcher.errors import UsageError
 
 
-def free_port(addr: str = "127.0.0.1") -> int:
-    """A port that is free on ``addr`` right now."""
-    with socket.socket(_family(addr)) as sock:
-        sock.bind((addr, 0))
-        return sock.getsockname()[1]
-
-
-def check_port(addr: str, port: int, what: str) -> None:
-    """Raise a UsageError naming ``what`` if ``port`` cannot be bound on ``addr``."""
-    with socket.socket(_family(addr)) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((addr, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise UsageError(
-                    f"{what} {addr}:{port} is already in use; pick another or leave it out"
-                ) from None
-            raise UsageError(f"cannot use {what} {addr}:{port}: {exc.strerror}") from None
-
-
-def _family(addr: str) -> int:
+def family(addr: str) -> int:
     return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 address in brackets (``[::1]:29400``) as URLs and gRPC want it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def split_host_port(value: str, default_port: int | None, what: str) -> tuple[str, int | None]:
+    """Parse ``host``, ``host:port``, ``[v6]``, ``[v6]:port`` or a bare IPv6 address (no port)."""
+    port: str | None
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise UsageError(f"{what} expects ADDR:PORT or [IPv6]:PORT, got {value!r}")
+        port = rest[1:] if rest else None
+    elif value.count(":") > 1:  # a bare IPv6 address; its port must be given in brackets
+        host, port = value, None
+    else:
+        host, sep, port = value.partition(":")
+        port = port if sep else None
+    if not host or (port is not None and not (port.isdigit() and 0 < int(port) < 65536)):
+        raise UsageError(f"{what} expects ADDR:PORT or [IPv6]:PORT, got {value!r}")
+    return host, int(port) if port is not None else default_port
 
 
 def resolve(host: str) -> str:
@@ -65,10 +66,24 @@ def source_address(toward: str) -> str:
     """The local address this machine uses to reach ``toward`` (no packet is sent)."""
     ip = resolve(toward)
     if ipaddress.ip_address(ip).is_loopback:
-        return "127.0.0.1"
-    with socket.socket(_family(ip), socket.SOCK_DGRAM) as sock:
+        return "::1" if ":" in ip else "127.0.0.1"
+    with socket.socket(family(ip), socket.SOCK_DGRAM) as sock:
         sock.connect((ip, 9))
         return sock.getsockname()[0]
+
+
+def iface_address(name: str) -> str:
+    """The address of network interface ``name`` (IPv4 preferred); UsageError naming the choices."""
+    interfaces = psutil.net_if_addrs()
+    if name not in interfaces:
+        raise UsageError(
+            f"--network-interface: no interface {name!r} here (there are {', '.join(interfaces)})"
+        )
+    for fam in (socket.AF_INET, socket.AF_INET6):
+        for a in interfaces[name]:
+            if a.family == fam and not a.address.startswith("fe80"):
+                return a.address.split("%")[0]
+    raise UsageError(f"--network-interface: interface {name!r} has no IP address")
 
 
 def iface_for(addr: str) -> str | None:

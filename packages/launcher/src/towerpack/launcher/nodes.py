@@ -1,182 +1,258 @@
-"""The coordinator's view of each node: one on this machine, or an agent connected over TCP.
-
-Wire format between coordinator and agents: one JSON object per line. Agent -> coordinator:
-``hello`` (its NodeInfo), ``exit`` (a task ended), ``stopped``. Coordinator -> agent: ``start``
-(attempt and tasks), ``stop``, ``finish`` (the job's exit code).
-"""
+"""The coordinator's view of each node: one whose processes this launcher runs itself (``LocalNode``),
+or one whose agent is connected over the control protocol (``RemoteNode``); and the ``ControlServer``
+through which agents join."""
 
 from __future__ import annotations
 
 import contextlib
-import json
+import enum
 import queue
 import socket
 import threading
 import time
-from dataclasses import asdict
 
-from towerpack.launcher.group import STOP_GRACE_S, Exit, LocalGroup, Task
+from towerpack.launcher import net, probe, protocol
+from towerpack.launcher.console import say
+from towerpack.launcher.events import NodeLost, NodeProbed, NodeSignalled, TaskEnded
+from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.output import OutputOptions
-from towerpack.launcher.plan import NodeInfo
+from towerpack.launcher.plan import NodeInfo, ports_needed
+from towerpack.launcher.ports import HeldPorts
+from towerpack.launcher.protocol import (
+    Channel,
+    Connection,
+    Exited,
+    Finish,
+    Hurry,
+    Join,
+    Loss,
+    Probe,
+    Probed,
+    ProbeTarget,
+    Reject,
+    Side,
+    Signalled,
+    Start,
+    Stop,
+    Stopped,
+    Welcome,
+)
+from towerpack.launcher.spec import LaunchSpec, Mode
+from towerpack.launcher.tasks import StopRequest, Task
 
 
-class Channel:
-    """JSON lines over a socket; ``send`` is thread-safe, ``recv`` returns None when the peer is gone."""
+def local_info(
+    spec: LaunchSpec, node: int, addr: str, slots: int, cuda, held: HeldPorts, probe_port: int | None
+) -> NodeInfo:
+    """How a node run by this launcher describes itself (to the plan, and to the coordinator)."""
+    own = spec.mode is Mode.SINGLE and net.is_local(addr)
+    return NodeInfo(
+        node=node,
+        addr=addr,
+        hostname=socket.gethostname().split(".")[0] if own else addr,
+        slots=slots,
+        cuda=None if cuda is None else tuple(cuda),
+        ports=held.ports,
+        iface=spec.iface or net.iface_for(addr),
+        probe_port=probe_port,
+    )
 
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self._reader = sock.makefile("rb")
-        self._lock = threading.Lock()
 
-    def send(self, msg: dict) -> bool:
-        data = (json.dumps(msg) + "\n").encode()
-        with self._lock:
-            try:
-                self.sock.sendall(data)
-                return True
-            except OSError:
-                return False
-
-    def recv(self) -> dict | None:
-        try:
-            line = self._reader.readline()
-        except (OSError, ValueError):
-            return None
-        if not line:
-            return None
-        try:
-            return json.loads(line)
-        except ValueError:
-            return None
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+class NodeState(enum.Enum):
+    REACHABLE = "reachable"  # its launcher answers (whether or not its processes run)
+    LOST = "lost"  # its launcher is gone or silent: nothing can be started or stopped there
 
 
 class LocalNode:
     """A node whose tasks run in this process's own group."""
 
-    lost = False  # this process runs it: never out of reach
+    state = NodeState.REACHABLE  # this process runs it: never out of reach
 
     def __init__(
-        self, info: NodeInfo, argv: list[str], tag: str, output: OutputOptions, events: queue.SimpleQueue
+        self,
+        info: NodeInfo,
+        argv: list[str],
+        tag: str,
+        output: OutputOptions,
+        events: queue.SimpleQueue,
+        cpu_bind: bool,
+        held: HeldPorts,
     ):
         self.info = info
+        self.held = held
+        self._events = events
         self.group = LocalGroup(
-            info.hostname, argv, tag, output, lambda e: events.put(("exit", info.node, e))
+            info.hostname, argv, tag, output, lambda e: events.put(TaskEnded(info.node, e)), cpu_bind
         )
 
     def start(self, tasks: list[Task], attempt: int) -> None:
+        self.held.release(self.info.ports[-1])  # MASTER_PORT: the ranks' own code may bind it
         self.group.start(tasks, attempt)
 
-    def stop(self) -> None:
-        self.group.stop()
+    def stop(self, request: StopRequest) -> int:
+        return self.group.stop(request)
+
+    def hurry(self) -> None:
+        self.group.hurry()
+
+    def probe(self, targets: list[ProbeTarget]) -> None:
+        def run():
+            self._events.put(NodeProbed(self.info.node, tuple(probe.probe(targets))))
+
+        threading.Thread(target=run, daemon=True).start()
 
     def finish(self, code: int) -> None:
-        pass
+        self.held.close()
 
 
 class RemoteNode:
     """A node run by an agent (another `launch` process) connected to the coordinator."""
 
-    def __init__(self, channel: Channel, info: NodeInfo, events: queue.SimpleQueue):
+    def __init__(self, conn: Connection, info: NodeInfo, events: queue.SimpleQueue, welcome: Welcome):
         self.info = info
-        self.channel = channel
-        self.lost = False
+        self.state = NodeState.REACHABLE
         self._events = events
         self._stopped = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._killed = 0
+        self.channel = Channel(
+            conn, welcome.heartbeat_interval, welcome.heartbeat_timeout, self._on_message, self._on_lost
+        )
+        self.channel.start()
 
-    def _read(self) -> None:
-        while True:
-            msg = self.channel.recv()
-            if msg is None:
-                self.lost = True
-                self._stopped.set()
-                self._events.put(("lost", self.info.node, None))
-                return
-            if msg.get("t") == "exit":
-                fields = {k: msg[k] for k in ("task", "kind", "host", "code", "tail")}
-                # An agent that gives no time: this arrival is the best guess.
-                fields.update(time=msg.get("time") or time.time(), attempt=msg.get("attempt", 0))
-                self._events.put(("exit", self.info.node, Exit(**fields)))
-            elif msg.get("t") == "stopped":
-                self._stopped.set()
+    def _on_message(self, msg) -> None:
+        node = self.info.node
+        if isinstance(msg, Exited):
+            self._events.put(TaskEnded(node, msg.exit))
+        elif isinstance(msg, Stopped):
+            self._killed = msg.killed
+            self._stopped.set()
+        elif isinstance(msg, Signalled):
+            self._events.put(NodeSignalled(node, msg.signal))
+        elif isinstance(msg, Probed):
+            self._events.put(NodeProbed(node, msg.problems))
+
+    def _on_lost(self, loss: Loss) -> None:
+        self.state = NodeState.LOST
+        self._stopped.set()
+        why = loss.describe(self.channel.timeout)
+        self._events.put(NodeLost(self.info.node, why, loss.last_heard))
 
     def start(self, tasks: list[Task], attempt: int) -> None:
-        msg = {"t": "start", "attempt": attempt, "tasks": [asdict(t) for t in tasks]}
-        if self.lost or not self.channel.send(msg):
-            # Nobody will ever report these tasks: end the attempt now rather than wait for them.
-            self.lost = True
-            self._events.put(("lost", self.info.node, None))
+        # A failed send reports the loss: the attempt then ends instead of waiting for these tasks.
+        self.channel.send(Start(attempt, tuple(tasks)))
 
-    def stop(self) -> None:
-        if self.lost:
-            return
+    def stop(self, request: StopRequest) -> int:
+        """Ask the agent to stop; returns when it has (or is lost: the heartbeat bounds the wait)."""
+        if self.state is NodeState.LOST:
+            return 0
         self._stopped.clear()
-        if not (self.channel.send({"t": "stop"}) and self._stopped.wait(STOP_GRACE_S + 10.0)):
-            # A dead host may keep the connection open for many minutes: no answer means it is gone.
-            self.lost = True
-            self._events.put(("lost", self.info.node, None))
+        self._killed = 0
+        if self.channel.send(Stop(request)):
+            self._stopped.wait()
+        return self._killed
+
+    def hurry(self) -> None:
+        self.channel.send(Hurry())
+
+    def probe(self, targets: list[ProbeTarget]) -> None:
+        self.channel.send(Probe(tuple(targets)))
 
     def finish(self, code: int) -> None:
-        self.channel.send({"t": "finish", "code": code})
+        self.channel.send(Finish(code))
+        self.channel.close()
 
 
 class ControlServer:
-    """Listens on node 0's ``--master`` address for the other nodes' agents."""
+    """Listens on the coordinator's address for the other nodes' agents; each must prove the job's
+    secret and describe a node this job waits for."""
 
     def __init__(
-        self, addr: str, port: int, nnodes: int, expected: set[int], n_ps: int, events: queue.SimpleQueue
+        self,
+        addr: str,
+        port: int,
+        secret: bytes,
+        nnodes: int,
+        expected: set[int],
+        n_ps: int,
+        welcome: Welcome,
+        events: queue.SimpleQueue,
     ):
+        self.secret = secret
         self.nnodes = nnodes
         self.expected = expected
         self.n_ps = n_ps
+        self.welcome = welcome
         self.events = events
         self.joined: dict[int, RemoteNode] = {}
         self._cond = threading.Condition()
-        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        self.sock = socket.socket(family)
+        self.sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((addr, port))
         self.sock.listen(64)
         threading.Thread(target=self._accept, daemon=True).start()
 
+    @property
+    def port(self) -> int:
+        return self.sock.getsockname()[1]
+
     def _accept(self) -> None:
         while True:
             try:
-                conn, _ = self.sock.accept()
+                sock, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._greet, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._greet, args=(sock,), daemon=True).start()
 
-    def _greet(self, conn: socket.socket) -> None:
-        conn.settimeout(10.0)
-        channel = Channel(conn)
-        hello = channel.recv()
-        conn.settimeout(None)
-        problem = None
-        if not hello or hello.get("t") != "hello":
-            problem = "expected a hello message"
-        elif hello.get("nnodes") != self.nnodes or hello.get("n_ps") != self.n_ps:
-            problem = (
-                f"node 0 runs --nnodes {self.nnodes} --ps {self.n_ps}, "
-                f"this node --nnodes {hello.get('nnodes')} --ps {hello.get('n_ps')}"
+    def _greet(self, sock: socket.socket) -> None:
+        try:
+            conn = Connection(sock, Side.COORDINATOR)
+        except OSError:
+            sock.close()
+            return
+        try:
+            join = protocol.coordinator_handshake(conn, self.secret)
+        except protocol.ProtocolError as exc:
+            say(f"refused a connection from {conn.peer}: {exc}")
+            _refuse(
+                conn, "wrong job secret" if "authentication" in str(exc) else str(exc), authenticated=False
             )
-        elif hello["info"]["node"] not in self.expected:
-            problem = f"node rank {hello['info']['node']} is not one this job waits for"
+            return
+        except (protocol.Closed, protocol.Refused, OSError):
+            conn.close()
+            return
         with self._cond:
-            if problem is None and hello["info"]["node"] in self.joined:
-                problem = f"node rank {hello['info']['node']} has already joined"
+            problem = self._check(join)
             if problem:
-                channel.send({"t": "reject", "reason": problem})
-                channel.close()
+                say(f"refused node launcher at {conn.peer}: {problem}")
+                _refuse(conn, problem)
                 return
-            info = NodeInfo(**hello["info"])
-            self.joined[info.node] = RemoteNode(channel, info, self.events)
+            try:
+                conn.send(self.welcome)
+            except OSError:
+                conn.close()
+                return
+            self.joined[join.info.node] = RemoteNode(conn, join.info, self.events, self.welcome)
             self._cond.notify_all()
+
+    def _check(self, join: Join) -> str | None:
+        """Why this agent cannot join (None: it can). Called with the lock held."""
+        info = join.info
+        if join.nnodes != self.nnodes or join.n_ps != self.n_ps:
+            return (
+                f"node 0 runs --nnodes {self.nnodes} --ps {self.n_ps}, "
+                f"this node --nnodes {join.nnodes} --ps {join.n_ps}"
+            )
+        if info.node not in self.expected:
+            return f"node rank {info.node} is not one this job waits for"
+        if info.node in self.joined:
+            return f"node rank {info.node} has already joined"
+        if info.slots < 1 or (info.cuda is not None and len(info.cuda) != info.slots):
+            return f"node {info.node} describes {info.slots} slot(s) with GPUs {info.cuda}"
+        if len(info.ports) != ports_needed(info.node, info.slots, self.n_ps, self.nnodes):
+            return f"node {info.node} offers {len(info.ports)} ports for its tasks"
+        if not all(0 < p < 65536 for p in (*info.ports, info.probe_port or 1)) or not info.addr:
+            return f"node {info.node} gives a bad address or port"
+        return None
 
     def wait_all(self, timeout: float, abort=lambda: None) -> list[int]:
         """Wait for every other node; return the node ranks still missing after ``timeout``."""
@@ -189,3 +265,9 @@ class ControlServer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _refuse(conn: Connection, reason: str, authenticated: bool = True) -> None:
+    with contextlib.suppress(OSError):
+        conn.send(Reject(reason), authenticated=authenticated)
+    conn.close()

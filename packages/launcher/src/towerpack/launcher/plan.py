@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from towerpack.launcher.group import Task
+from towerpack.launcher import gloo_store
+from towerpack.launcher.net import host_port
+from towerpack.launcher.tasks import Task, TaskKind
 
-BACKENDS = ("horovod", "tf-server", "none")
+
+class Backend(enum.Enum):
+    """How the ranks find each other: Horovod's Gloo rendezvous, a ``TF_CONFIG`` cluster, or neither."""
+
+    HOROVOD = "horovod"
+    TF_SERVER = "tf-server"
+    NONE = "none"
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeInfo:
     """What a node tells the coordinator when it joins."""
 
@@ -18,12 +27,10 @@ class NodeInfo:
     addr: str  # address the other nodes reach it at
     hostname: str  # for output and summaries
     slots: int  # worker processes on this node
-    cuda: list[str] | None  # CUDA_VISIBLE_DEVICES per local worker, or None to leave it alone
-    ports: list[int]  # free ports on ``addr``: one per local task, then one spare (MASTER_PORT on node 0)
+    cuda: tuple[str, ...] | None  # CUDA_VISIBLE_DEVICES per local worker, or None to leave it alone
+    ports: tuple[int, ...]  # ports held on this node: one per local task, then one spare (MASTER_PORT)
     iface: str | None  # network interface holding ``addr`` (for Gloo)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    probe_port: int | None = None  # where this node's launcher answers reachability probes at start
 
 
 def ps_nodes(n_ps: int, nnodes: int) -> list[int]:
@@ -35,14 +42,13 @@ def ports_needed(node: int, slots: int, n_ps: int, nnodes: int) -> int:
     return slots + ps_nodes(n_ps, nnodes).count(node) + 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobConfig:
     """Job-wide settings the coordinator turns into every task's environment."""
 
-    backend: str
+    backend: Backend
     n_ps: int
-    rdzv_addr: str
-    rdzv_port: int | None
+    store: gloo_store.StoreAddress | None  # the Gloo rendezvous store (backend horovod)
     master_port: int | None  # explicit MASTER_PORT, else node 0's spare port
     max_restarts: int
     job_id: str
@@ -67,12 +73,12 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
     }
     ps_where = ps_nodes(cfg.n_ps, len(nodes))
     tf_cluster = None
-    if cfg.backend == "tf-server":
-        workers = [f"{n.addr}:{n.ports[i]}" for n in nodes for i in range(n.slots)]
+    if cfg.backend is Backend.TF_SERVER:
+        workers = [host_port(n.addr, n.ports[i]) for n in nodes for i in range(n.slots)]
         ps, used = [], {n.node: n.slots for n in nodes}
         for where in ps_where:
             node = nodes[where]
-            ps.append(f"{node.addr}:{node.ports[used[where]]}")
+            ps.append(host_port(node.addr, node.ports[used[where]]))
             used[where] += 1
         tf_cluster = {"worker": workers, **({"ps": ps} if ps else {})}
 
@@ -85,13 +91,13 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
             env = dict(node_env, RANK=str(rank), LOCAL_RANK=str(local))
             if n.cuda is not None:
                 env["CUDA_VISIBLE_DEVICES"] = n.cuda[local]
-            if cfg.backend == "horovod":
+            if cfg.backend is Backend.HOROVOD:
                 env.update(_horovod_env(nodes, n, local, rank, world, cfg))
             elif tf_cluster is not None:
                 env["TF_CONFIG"] = json.dumps(
                     {"cluster": tf_cluster, "task": {"type": "worker", "index": rank}}
                 )
-            mine.append(Task(str(rank), "worker", env))
+            mine.append(Task(str(rank), TaskKind.WORKER, env))
         for index, where in enumerate(ps_where):
             if where == n.node:
                 env = dict(
@@ -100,7 +106,7 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
                 )
                 # Parameter servers hold variables on the host's memory; keep them off the GPUs.
                 env["CUDA_VISIBLE_DEVICES"] = ""
-                mine.append(Task(f"ps{index}", "ps", env))
+                mine.append(Task(f"ps{index}", TaskKind.PS, env))
         tasks[n.node] = mine
     return tasks
 
@@ -111,8 +117,7 @@ def _horovod_env(
     # Horovod's "cross" communicator joins the workers with the same local rank across nodes.
     peers = [m.node for m in nodes if m.slots > local]
     env = {
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": cfg.rdzv_addr,
-        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(cfg.rdzv_port),
+        **gloo_store.rank_env(cfg.store),
         "HOROVOD_CONTROLLER": "gloo",
         "HOROVOD_CPU_OPERATIONS": "gloo",
         "HOROVOD_HOSTNAME": n.addr,

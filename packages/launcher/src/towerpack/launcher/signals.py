@@ -1,4 +1,8 @@
-"""Turn SIGINT, SIGTERM and SIGHUP into events for the supervising loop."""
+"""The signals a launcher passes on to its ranks, turned into events for its supervising loop.
+
+SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 (what schedulers send for pre-emption: Slurm's
+``--signal``, Kubernetes, spot-instance notices) reach every worker as the same signal.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,16 @@ import contextlib
 import queue
 import signal
 
-HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from towerpack.launcher.events import SignalReceived
+
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 class Received:
@@ -18,7 +31,7 @@ class Received:
 
 @contextlib.contextmanager
 def as_events(events: queue.SimpleQueue):
-    """While active, each handled signal puts ``("signal", None, signum)`` on ``events``; yields a
+    """While active, each handled signal puts ``SignalReceived(signum)`` on ``events``; yields a
     ``Received`` so that code waiting on something else can notice the signal too.
 
     ``events`` must be a SimpleQueue: its ``put`` is reentrant, so a handler that runs while the main
@@ -28,7 +41,7 @@ def as_events(events: queue.SimpleQueue):
 
     def handler(signum, _frame):
         received.last = signum
-        events.put(("signal", None, signum))
+        events.put(SignalReceived(signum))
 
     previous = {sig: signal.signal(sig, handler) for sig in HANDLED}
     try:

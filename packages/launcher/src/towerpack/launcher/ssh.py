@@ -9,8 +9,12 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 
+from towerpack.launcher.events import NodeLost
 from towerpack.launcher.hosts import HostSlots
+from towerpack.launcher.job_secret import SECRET_VAR
+from towerpack.launcher.net import host_port
 from towerpack.launcher.output import StreamCopier
 from towerpack.launcher.spec import LaunchSpec
 from towerpack.launcher.tagging import TAG_VAR
@@ -32,6 +36,7 @@ _NOT_CARRIED = {
     "LS_COLORS",
     "_",
     TAG_VAR,
+    SECRET_VAR,
 }
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -45,15 +50,22 @@ def carried_env() -> dict[str, str]:
 
 
 def agent_command(spec: LaunchSpec, node: int, hs: HostSlots, control_port: int) -> list[str]:
-    """``ssh [opts] host 'cd CWD && exec env K=V ... python -m towerpack.launcher <agent args>'``."""
+    """``ssh [opts] host 'cd CWD && exec env K=V ... python -m towerpack.launcher <agent args>'``.
+
+    The job secret is not among them: the agent reads it from its standard input.
+    """
     args = [
         "--nnodes", str(spec.nnodes), "--node-rank", str(node),
-        "--master", f"{spec.master_addr}:{control_port}", "--node-addr", hs.host,
-        "--agent-slots", str(hs.slots), "--ps", str(spec.n_ps),
-        "--start-timeout", str(spec.start_timeout), "--job-id", spec.job_id, "--watch-stdin",
+        "--master", host_port(spec.master_addr, control_port), "--node-addr", hs.host,
+        "--agent-slots", str(hs.slots), "--ps", str(spec.n_ps), "--backend", spec.backend.value,
+        "--start-timeout", str(spec.start_timeout), "--job-id", spec.job_id,
     ]  # fmt: skip
     if spec.gpus:
         args += ["--gpus", spec.gpus]
+    if spec.cpu_bind:
+        args.append("--cpu-bind")
+    if spec.iface:
+        args += ["--network-interface", spec.iface]
     if not spec.output.prefix:
         args.append("--no-prefix")
     if spec.output.ranks is not None:
@@ -76,9 +88,9 @@ def agent_command(spec: LaunchSpec, node: int, hs: HostSlots, control_port: int)
 
 
 class SshAgent:
-    """The ssh process running one node's agent. Once the agent has joined, its output is relayed as is
-    (the agent prefixes its ranks' lines itself); its stdin stays open so that the agent sees EOF if this
-    launcher dies."""
+    """The ssh process running one node's agent. Once the agent has joined, its output is relayed (the
+    agent prefixes its ranks' lines itself and passes bar updates on); its stdin carries the job secret,
+    then stays open so that the agent sees EOF if this launcher dies."""
 
     def __init__(
         self,
@@ -98,15 +110,21 @@ class SshAgent:
             env=dict(os.environ, **{TAG_VAR: tag}),
             start_new_session=True,
         )
+        try:
+            self.proc.stdin.write(spec.secret + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # ssh already failed: its exit is reported below
         # Quiet until the agent joins: a failure to start is reported in one line from the tail.
-        self.copier = StreamCopier(None, False, None, 5)
+        self.copier = StreamCopier(None, False, None, 5, owner=f"ssh{node}")
         self.copier.attach(self.proc.stdout, self.proc.stderr)
         threading.Thread(target=self._watch, args=(node, events), daemon=True).start()
 
     def _watch(self, node: int, events: queue.SimpleQueue) -> None:
         self.proc.wait()
         self.copier.join(1.0)
-        events.put(("ssh-exit", node, None))
+        why = f"its ssh connection ended (ssh exited with code {self.proc.returncode})"
+        events.put(NodeLost(node, why, time.time()))
 
     def show_output(self) -> None:
         """Relay the agent's output from now on (its ranks' lines and its own messages)."""

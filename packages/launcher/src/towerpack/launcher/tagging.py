@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -47,8 +48,9 @@ def terminate(
     grace: float = 3.0,
     prefix: bool = False,
     signal_groups: Callable[[int], None] | None = None,
+    hurry: threading.Event | None = None,
 ) -> None:
-    """SIGTERM the processes of ``tag``; SIGKILL what is left after ``grace``.
+    """SIGTERM the processes of ``tag``; SIGKILL what is left after ``grace`` (or once ``hurry`` is set).
 
     ``signal_groups(sig)``, when given, is called with each signal too, for the caller to signal the
     process groups it still owns.
@@ -57,7 +59,7 @@ def terminate(
     _signal_all(tagged(tag, prefix), signal.SIGTERM)
     signal_groups(signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (hurry and hurry.is_set()):
         if not tagged(tag, prefix):
             break
         time.sleep(0.05)

@@ -8,6 +8,7 @@ from . import logger
 from .callbacks.base import Callback
 from .callbacks.graph import RunUpdateOps
 from .callbacks.monitor import JSONWriter, MonitorBase, ScalarPrinter, TFEventWriter
+from .callbacks.preemption import PreemptionSaver
 from .callbacks.saver import CHECKPOINT_POINTER
 from .callbacks.steps import ProgressBar
 from .callbacks.summary import MergeAllSummaries, MovingAverageSummary
@@ -20,8 +21,9 @@ __all__ = ["DEFAULT_CALLBACKS", "DEFAULT_MONITORS", "AutoResumeTrainConfig", "Tr
 
 
 def DEFAULT_CALLBACKS() -> list[Callback]:
-    """Callbacks every training gets unless ``extra_callbacks`` says otherwise."""
-    return [MovingAverageSummary(), ProgressBar(), MergeAllSummaries(), RunUpdateOps()]
+    """Callbacks every training gets unless ``extra_callbacks`` says otherwise (the reference's four,
+    and ``PreemptionSaver``, which checkpoints and stops on SIGTERM, SIGUSR1, ...)."""
+    return [PreemptionSaver(), MovingAverageSummary(), ProgressBar(), MergeAllSummaries(), RunUpdateOps()]
 
 
 def DEFAULT_MONITORS() -> list[MonitorBase]:

@@ -24,6 +24,7 @@ from .param import (
     ObjAttrParam,
     ScheduledHyperParamSetter,
 )
+from .preemption import PreemptionSaver
 from .prof import ThroughputTracker
 from .saver import MaxSaver, MinSaver, ModelSaver
 from .steps import MaintainStepCounter, ProgressBar
@@ -58,6 +59,7 @@ __all__ = [
     "ObjAttrParam",
     "PeriodicCallback",
     "PeriodicTrigger",
+    "PreemptionSaver",
     "ProgressBar",
     "ProxyCallback",
     "RunOp",

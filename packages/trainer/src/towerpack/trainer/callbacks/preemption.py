@@ -1,0 +1,159 @@
+"""Checkpoint and stop when the process is told to stop: the hook pre-emption needs.
+
+Schedulers ask a training to end with a signal (Slurm's ``--signal``, Kubernetes and spot-instance
+terminations, ``scancel``); ``launch`` passes SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 on to every
+rank as it received them and waits ``--grace-period`` seconds. ``PreemptionSaver``, one of the default
+callbacks, turns such a signal into: finish the current step, save a checkpoint, stop training. The
+same command then resumes from that checkpoint with ``AutoResumeTrainConfig``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from .. import logger
+from ..compat import tf, tfv1
+from .base import Callback
+from .saver import ModelSaver
+
+__all__ = ["STOP_SIGNALS", "PreemptionSaver"]
+
+#: The signals that ask a training to stop (the ones ``launch`` passes on).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class PreemptionSaver(Callback):
+    """On a stop signal, finish the current step, save a checkpoint and end training.
+
+    When one of ``signals`` arrives, the step that is running completes; then the chief saves a
+    checkpoint through the job's ``ModelSaver`` (the last one registered; none: training stops
+    without one) and training ends as with ``StopTraining``: every callback's ``after_train`` runs
+    and the script continues after ``launch_train_with_config``. A signal during the last step of an
+    epoch lets that epoch finish (its statistics recorded) and stops as the next one begins (callbacks
+    registered before this one see its ``before_epoch``), so a resumed run starts at the next epoch;
+    a checkpoint from the middle of an epoch resumes that epoch at the saved global step. A second
+    SIGINT raises ``KeyboardInterrupt`` as usual.
+
+    All processes of a job stop after the same step: Horovod ranks agree on it through a one-integer
+    allreduce fetched with each step; TF-server workers stop together through their synchronous step.
+
+    Only signals whose handler is Python's default are taken (a handler of your own, or a signal set
+    to be ignored, stays as it was); the previous handlers are restored after training. Handlers can
+    only be installed from the main thread. Runs on every process (not only the chief).
+
+    Attributes: ``received`` (the first signal, or None) and ``saved`` (the checkpoint's path, or None).
+    """
+
+    _chief_only = False
+
+    def __init__(self, signals=STOP_SIGNALS):
+        self.signals = tuple(signals)
+        self.received: int | None = None
+        self.saved: str | None = None
+        self._previous: dict[int, object] = {}
+        self._agreed = 0
+        self._stop_at_epoch_end = False
+
+    # -- graph and handlers --------------------------------------------------------------------------
+    def _setup_graph(self):
+        hvd, size = getattr(self.trainer, "hvd", None), getattr(self.trainer, "size", 1)
+        self._vote = None
+        if hvd is not None and size > 1:
+            # Each rank feeds whether it was told to stop; the sum, fetched with the step, is the same on
+            # every rank, so all of them stop after the same step. Asked for once the step's gradients
+            # are ready for their own allreduce, and in their dtype, Horovod fuses it with them: no
+            # extra collective per step.
+            grads = [op.inputs[0] for op in self.graph.get_operations() if op.type == "HorovodAllreduce"]
+            dtype = grads[0].dtype if grads and grads[0].dtype.is_floating else tf.float32
+            self._wants = tfv1.placeholder_with_default(tf.constant(0, dtype), [], name="stop_requested")
+            with tf.control_dependencies(grads):
+                wants = tf.identity(self._wants)
+            self._vote = hvd.allreduce(wants, op=hvd.Sum, name="PreemptionVote")
+
+    def _before_train(self):
+        if threading.current_thread() is not threading.main_thread():
+            logger.warning("PreemptionSaver: not in the main thread, so no signal handlers are installed")
+            return
+        for sig in self.signals:
+            current = signal.getsignal(sig)
+            if current in (signal.SIG_DFL, signal.default_int_handler):
+                self._previous[sig] = current
+                signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame):
+        if self.received is None:
+            self.received = signum
+        if signum == signal.SIGINT:  # the next Ctrl-C interrupts at once
+            signal.signal(signal.SIGINT, self._previous.get(signal.SIGINT, signal.default_int_handler))
+
+    def _restore(self):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _before_run(self, ctx):
+        if self._vote is None:
+            return None
+        wanted = 0 if self.received is None else 1
+        return tfv1.train.SessionRunArgs(fetches=self._vote, feed_dict={self._wants: wanted})
+
+    def _after_run(self, run_context, run_values):
+        if self._vote is not None:
+            self._agreed = round(float(run_values.results))
+
+    def _stop_requested(self) -> bool:
+        return self._agreed > 0 if self._vote is not None else self.received is not None
+
+    def _trigger_step(self):
+        if not self._stop_requested():
+            return
+        if self.local_step == self.trainer.steps_per_epoch - 1:
+            self._stop_at_epoch_end = True  # let the epoch end and record its statistics first
+            return
+        self._save_and_stop()
+
+    def _before_epoch(self):
+        if self._stop_at_epoch_end:
+            self._save_and_stop()
+
+    def _after_train(self):
+        self._restore()
+        # Stopped another way after the request (the last epoch ended, another TF-server worker
+        # stopped first): the checkpoint is still owed.
+        if self.received is not None or self._stop_requested():
+            self._save()
+
+    def _save_and_stop(self):
+        self._save()
+        from ..base import StopTraining  # base imports the callbacks
+
+        name = signal.Signals(self.received).name if self.received else "a stop request of another rank"
+        raise StopTraining(f"received {name}")
+
+    def _save(self) -> None:
+        if not self.trainer.is_chief or self.saved is not None:
+            return
+        saver = _model_saver(self.trainer)
+        if saver is None:
+            logger.warning("Stopping on request without a checkpoint: no ModelSaver is registered")
+            self.saved = ""
+            return
+        step = self.global_step
+        if saver._kept and saver._kept[-1].endswith(f"-{step}"):  # this step's checkpoint exists
+            self.saved = saver._kept[-1]
+            return
+        logger.info("Stop requested: saving a checkpoint at global_step %d", step)
+        self.saved = saver.save() or ""
+
+
+def _model_saver(trainer) -> ModelSaver | None:
+    """The last ModelSaver among the trainer's callbacks, looking inside wrappers (``.cb``)."""
+    found = None
+    for cb in getattr(trainer, "_callback_list", []):
+        while cb is not None and not isinstance(cb, ModelSaver):
+            cb = getattr(cb, "cb", None)
+        if cb is not None:
+            found = cb
+    return found
