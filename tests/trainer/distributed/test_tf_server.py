@@ -140,3 +140,54 @@ def test_resume_from_the_chief_checkpoint(tmp_path):
             np.testing.assert_allclose(got[name], expected[name.split("/")[-1]], atol=TOL)
         # The non-chief continues the restored global step and non-trainable variable too.
         assert got["global_step"] == got["steps_seen"] == expected["global_step"] == 18, f"worker {r}"
+
+
+@pytest.mark.timeout(150)
+def test_a_stop_signal_to_every_task_started_by_hand_checkpoints_and_ends_cleanly(tmp_path):
+    """A scheduler that signals every task of the job at once (srun, Kubernetes): the parameter
+    server keeps serving until the workers have stopped after the same step and the chief has
+    saved its checkpoint; then every task exits 0 and the same command would resume there."""
+    script = str(Path(__file__).resolve().parents[2] / "launcher" / "ranks" / "preempt_train.py")
+    spec = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)], "ps": [f"127.0.0.1:{free_port()}"]}
+    tasks = {"ps": ("ps", 0), "chief": ("worker", 0), "worker1": ("worker", 1)}
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    procs, logs = {}, {}
+    try:
+        for name, (job, index) in tasks.items():
+            config = json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
+            logs[name] = tmp_path / f"{name}.log"
+            with logs[name].open("w") as log:
+                procs[name] = subprocess.Popen(
+                    [sys.executable, script, str(logdir), "tf-server"],
+                    env=dict(os.environ, TF_CONFIG=config),
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                )
+        deadline = time.monotonic() + 90
+        while not (logdir / "ready").exists():
+            assert time.monotonic() < deadline, "the chief never reached its ready step"
+            assert all(p.poll() is None for p in procs.values()), "a task ended early"
+            time.sleep(0.05)
+        for p in procs.values():
+            p.send_signal(signal.SIGUSR1)
+        try:
+            status = {name: p.wait(timeout=60) for name, p in procs.items()}
+        except subprocess.TimeoutExpired as e:
+            logged = "\n".join(f"--- {n}:\n{f.read_text()[-3000:]}" for n, f in logs.items())
+            pytest.fail(f"{e}\n{logged}")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert status == {"ps": 0, "chief": 0, "worker1": 0}, {n: f.read_text()[-2000:] for n, f in logs.items()}
+    assert (
+        "Parameter server 0 received SIGUSR1: it serves until every worker has finished"
+        in logs["ps"].read_text()
+    )
+    ends = {(logdir / f"steps.{r}").read_text().split()[-1] for r in range(2)}
+    assert len(ends) == 1  # both workers stopped after the same step ...
+    (step,) = ends
+    assert int(step) < 15  # ... before the end of training (3 epochs of 5 steps)
+    assert (logdir / f"model-{step}.index").exists()  # ... and the chief saved there

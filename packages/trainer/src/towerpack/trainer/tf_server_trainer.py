@@ -11,13 +11,16 @@ workers blocked on it, so that no task of a broken job waits forever.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import sys
 import threading
 import time
 
 from . import logger
 from .base import NewSessionCreator, StopTraining
+from .callbacks.preemption import STOP_SIGNALS
 from .cluster import ClusterTask, create_server, read_tf_config
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
@@ -74,10 +77,42 @@ def run_parameter_server(
         sess = tfv1.Session(server.target, config=tfv1.ConfigProto(device_filters=[task.device]))
         logger.info("Parameter server %d serves %d workers", task.index, task.num_workers)
         try:
-            _watch_workers(sess, take, task, worker_timeout)
+            with _serving_through_stop_signals(task.index):
+                _watch_workers(sess, take, task, worker_timeout)
         finally:
             sess.close()
     logger.info("Parameter server %d: every worker has finished", task.index)
+
+
+@contextlib.contextmanager
+def _serving_through_stop_signals(index: int):
+    """A stop signal (a scheduler's SIGTERM or SIGUSR1, sent to every task at once) does not end a
+    parameter server: the workers still need it to finish their step and save a checkpoint. It
+    keeps serving until they have finished (or gone silent), as under ``launch``, which signals
+    the parameter servers only after the workers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def note(signum, _frame):
+        logger.info(
+            "Parameter server %d received %s: it serves until every worker has finished%s",
+            index,
+            signal.Signals(signum).name,
+            " (a second Ctrl-C interrupts it)" if signum == signal.SIGINT else "",
+        )
+        if signum == signal.SIGINT:
+            signal.signal(signum, previous[signum])
+
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
+            previous[sig] = signal.signal(sig, note)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _watch_workers(sess, take, task: ClusterTask, worker_timeout: float) -> None:
