@@ -10,6 +10,7 @@ keyword options of ``DatasetReader`` can be passed to ``load``.
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -22,11 +23,14 @@ from .tfrecord import TFRecordData, TFRecordWriter
 from .wire import WireFormatError, pack, unpack
 
 __all__ = [
+    "Format",
     "HDF5Serializer",
     "LMDBSerializer",
     "NumpySerializer",
     "TFRecordRecords",
     "TFRecordSerializer",
+    "load_dataset",
+    "save_dataset",
 ]
 
 
@@ -121,3 +125,69 @@ class HDF5Serializer:
         path: str | os.PathLike, data_paths: Sequence[str], shuffle: bool = True, **options: Any
     ) -> HDF5Data:
         return HDF5Data(path, data_paths, shuffle, **options)
+
+
+class Format(enum.Enum):
+    """The on-disk formats ``dataflow write`` and ``dataflow inspect`` know."""
+
+    LMDB = "lmdb"
+    TFRECORD = "tfrecord"
+    NUMPY = "numpy"
+    HDF5 = "hdf5"
+
+    @classmethod
+    def of(cls, path: str | os.PathLike, given: str | None = None) -> Format:
+        """``given``, or the format named by the file's extension (a directory is LMDB)."""
+        if given:
+            try:
+                return cls(str(given).lower())
+            except ValueError:
+                raise ValueError(
+                    f"unknown format {given!r}; use one of {', '.join(f.value for f in cls)}"
+                ) from None
+        p = os.fspath(path)
+        ext = os.path.splitext(p)[1].lower()
+        by_ext = {".lmdb": cls.LMDB, ".mdb": cls.LMDB, ".tfrecord": cls.TFRECORD, ".tfrecords": cls.TFRECORD}
+        by_ext |= {".npz": cls.NUMPY, ".h5": cls.HDF5, ".hdf5": cls.HDF5}
+        if os.path.isdir(p):
+            return cls.LMDB
+        if ext in by_ext:
+            return by_ext[ext]
+        raise ValueError(
+            f"cannot tell the format of {p} from its extension (.lmdb, .tfrecord, .npz, .h5); "
+            "pass --format lmdb|tfrecord|numpy|hdf5"
+        )
+
+
+def save_dataset(
+    df: DataFlow, path: str | os.PathLike, fmt: Format, data_paths: Sequence[str] | None = None, **kw: Any
+) -> int:
+    """Write one epoch of ``df`` in format ``fmt``; returns the datapoint count."""
+    if fmt is Format.HDF5:
+        if not data_paths:
+            raise ValueError(
+                "the HDF5 format needs data paths, one per component (e.g. --data-paths image,label)"
+            )
+        return HDF5Serializer.save(df, path, data_paths)
+    saver = {Format.LMDB: LMDBSerializer, Format.TFRECORD: TFRecordSerializer, Format.NUMPY: NumpySerializer}[
+        fmt
+    ]
+    return saver.save(df, path, **kw)
+
+
+def load_dataset(
+    path: str | os.PathLike, fmt: Format, data_paths: Sequence[str] | None = None, **options: Any
+) -> DataFlow:
+    """Open a dataset written in format ``fmt`` as a reader (keyword options as DatasetReader's)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{os.fspath(path)} does not exist")
+    if fmt is Format.HDF5:
+        if not data_paths:
+            raise ValueError("the HDF5 format needs the data paths to read (e.g. --data-paths image,label)")
+        return HDF5Serializer.load(path, data_paths, **options)
+    loader = {
+        Format.LMDB: LMDBSerializer,
+        Format.TFRECORD: TFRecordSerializer,
+        Format.NUMPY: NumpySerializer,
+    }[fmt]
+    return loader.load(path, **options)

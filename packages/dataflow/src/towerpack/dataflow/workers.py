@@ -253,6 +253,7 @@ class Inbox:
             self.addrs.append(addr)
         self._all = list(range(count))
         self._turn = 0
+        self._pollers: dict[tuple[int, ...], tuple[zmq.Poller, dict]] = {}
 
     def close(self) -> None:
         for s in self.socks:
@@ -278,15 +279,13 @@ class Inbox:
         n = len(active)
         for k in range(n):  # fast path: a message is already queued on one of them
             i = active[(self._turn + k) % n]
-            with contextlib.suppress(zmq.Again):
+            try:
                 frames = self.socks[i].recv_multipart(zmq.NOBLOCK, copy=False)
-                self._turn = (self._turn + k + 1) % n
-                return self._decode(i, frames)
-        poller = zmq.Poller()
-        for i in active:
-            poller.register(self.socks[i], zmq.POLLIN)
-        group.register(poller)
-        by_sock = {self.socks[i]: i for i in active}
+            except zmq.Again:
+                continue
+            self._turn = (self._turn + k + 1) % n
+            return self._decode(i, frames)
+        poller, by_sock = self._poller(tuple(active))
         while True:
             events = dict(poller.poll())
             for sock, i in by_sock.items():
@@ -296,3 +295,14 @@ class Inbox:
                 if fd in group.sentinels:
                     dead = group.sentinels[fd]
                     raise worker_died(self._sock_of(dead), group, dead, self.allow_pickle)
+
+    def _poller(self, active: tuple[int, ...]) -> tuple[zmq.Poller, dict]:
+        """A poller over the ``active`` sockets and every worker's sentinel (made once per set)."""
+        cached = self._pollers.get(active)
+        if cached is None:
+            poller = zmq.Poller()
+            for i in active:
+                poller.register(self.socks[i], zmq.POLLIN)
+            self.group.register(poller)
+            cached = self._pollers[active] = (poller, {self.socks[i]: i for i in active})
+        return cached
