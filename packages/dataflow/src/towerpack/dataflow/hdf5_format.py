@@ -65,6 +65,13 @@ class HDF5Data(DatasetReader):
             for k in range(hi - lo):
                 yield [s[k] for s in slabs]
 
+    def close(self) -> None:
+        """Close the file (``reset_state`` opens it again)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._opened = False
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_file"] = None  # opened again by reset_state in the process that reads
