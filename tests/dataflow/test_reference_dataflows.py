@@ -70,7 +70,7 @@ def test_random_choose_and_mix():
     chooser.reset_state()
     got = [dp[0] for dp in chooser]
     assert 100 <= len(got) < 200 and any(v >= 1000 for v in got) and any(v < 1000 for v in got)
-    with pytest.raises(ValueError, match="sum to 0.9"):
+    with pytest.raises(ValueError, match=r"sum to 0\.9"):
         RandomChooseData([(ints(3), 0.5), (ints(3), 0.4)])
     mix = RandomMixData([ints(20), ints(30, 100)])
     mix.reset_state()
@@ -122,7 +122,7 @@ def test_multiprocess_runner_and_map_and_batch_in_real_processes():
     assert all(b.shape == (4,) and b.dtype == np.float32 for b in batches)
     values = np.concatenate(batches)
     assert set(values.tolist()) <= {2.0 * i for i in range(12) if i % 3} and 0.0 not in values
-    with pytest.raises(ValueError, match="batch_size .4. < buffer_size .4."):
+    with pytest.raises(ValueError, match=r"batch_size .4. < buffer_size .4."):
         MultiProcessMapAndBatchDataZMQ(source, 1, lambda dp: dp, batch_size=4, buffer_size=4)
 
 
@@ -135,5 +135,5 @@ def test_map_and_batch_reports_a_dispatcher_error_with_its_traceback():
 
     with MultiProcessMapAndBatchDataZMQ(tdf.DataFromGenerator(broken), 1, lambda dp: dp, batch_size=2) as df:
         df.reset_state()
-        with pytest.raises(tdf.DataFlowWorkerError, match="(?s)worker 0.*OSError: disk gone"):
+        with pytest.raises(tdf.DataFlowWorkerError, match=r"(?s)worker 0.*OSError: disk gone"):
             next(iter(df))

@@ -52,6 +52,21 @@ MAX_CLIENT_MESSAGE = 64 * 1024
 CLIENT_LIMITS = WireLimits(max_frames=0, max_header_bytes=4096, max_depth=2, max_nodes=16)
 
 
+def parse_credit(frames: list) -> tuple[int, int | None]:
+    """``(ack, window)`` of a client's credit message; anything else raises :class:`WireFormatError`."""
+    msg = decode_message(frames, limits=CLIENT_LIMITS)
+    if not isinstance(msg, ControlMessage) or msg.kind != "credit":
+        raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
+    ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
+    if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
+        raise WireFormatError(f"bad acknowledgement count {ack!r}")
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
+    ):
+        raise WireFormatError(f"bad window {window!r}")
+    return ack, window
+
+
 class ServerError(RuntimeError):
     """The server cannot start (address in use, bad keys)."""
 
@@ -166,16 +181,7 @@ class DataServer:
     def _on_message(self, frames: list) -> None:
         ident = frames[0].bytes
         try:
-            msg = decode_message(frames[1:], limits=CLIENT_LIMITS)
-            if not isinstance(msg, ControlMessage) or msg.kind != "credit":
-                raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
-            ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
-            if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
-                raise WireFormatError(f"bad acknowledgement count {ack!r}")
-            if window is not None and (
-                isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
-            ):
-                raise WireFormatError(f"bad window {window!r}")
+            ack, window = parse_credit(frames[1:])
         except WireFormatError as e:
             self.malformed += 1
             if self.malformed <= 10 or self.malformed % 100 == 0:
@@ -403,7 +409,7 @@ class DataServer:
         epoch = f", {self.epochs} epochs done" if self.mark_epochs else ""
         self.report(
             f"{rate:.1f} datapoints/s, {len(self.peers)} consumers, {self.unacked} unacknowledged "
-            f"(at most {most} by one consumer){epoch}"
+            f"(at most {most} by one consumer), {self.malformed} malformed messages ignored{epoch}"
         )
 
 
