@@ -60,7 +60,10 @@ class _Producer:
     announce: bool = True
 
 
-def _close(sock: zmq.Socket, ctx: zmq.Context) -> None:
+def _close(sock: zmq.Socket, ctx: zmq.Context, monitor: zmq.Socket | None = None) -> None:
+    if monitor is not None:
+        sock.disable_monitor()
+        monitor.close(linger=0)
     sock.close(linger=0)
     ctx.term()
 
@@ -146,6 +149,8 @@ class RemoteDataZMQ(DataFlow):
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         else:
             sock.setsockopt(zmq.ROUTING_ID, f"c-{os.getpid()}-{uuid.uuid4().hex[:8]}".encode())
+        # Tells when the server refuses us (key not authorized, or too many connections).
+        monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         try:
             set_heartbeat(sock, self.heartbeat)
             if self.curve_server_key is not None:
@@ -155,14 +160,15 @@ class RemoteDataZMQ(DataFlow):
             else:
                 sock.connect(self.addr)
         except BaseException:
-            _close(sock, ctx)
+            _close(sock, ctx, monitor)
             raise
-        self._ctx, self._sock = ctx, sock
-        self._finalizer = weakref.finalize(self, _close, sock, ctx)
+        self._ctx, self._sock, self._monitor = ctx, sock, monitor
+        self._finalizer = weakref.finalize(self, _close, sock, ctx, monitor)
         # Producers by routing id; a connecting consumer's one producer is None.
         self._producers: dict[bytes | None, _Producer] = {} if self.bind else {None: _Producer()}
         self._data_at = time.monotonic()
         self._warned = False
+        self._refused = False
         self._credit_due = False
 
     def _send_control(self, ident: bytes | None, frames: list) -> bool:
@@ -231,6 +237,13 @@ class RemoteDataZMQ(DataFlow):
         if self._sock.poll(100 if waiting else int(RESYNC_S * 1000) // 4):
             return resync_at
         self._flush_credit(partial=True)
+        if self._monitor.poll(0) and not self._refused:
+            self._refused = True
+            logger.warning(
+                "RemoteDataZMQ: %s refused this client during the handshake: its CURVE key is not "
+                "authorized, or the server has its maximum of connections (--max-consumers)",
+                self.addr,
+            )
         now = time.monotonic()
         if self.timeout is not None and now - last > self.timeout:
             raise TimeoutError(f"RemoteDataZMQ: no datapoint from {self.addr} for {self.timeout:g} s")

@@ -314,8 +314,9 @@ class DataServer:
                     authorized = load_authorized(self.curve_authorized)
             except (OSError, ValueError) as e:
                 raise ServerError(f"CURVE setup failed: {e}") from None
-        self.auth = Gatekeeper(self.ctx, authorized, lambda: len(self._connections) < self.max_consumers)
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        # Connections are counted from TCP accept (the one being authenticated included) to close.
+        self.auth = Gatekeeper(self.ctx, authorized, lambda: len(self._connections) <= self.max_consumers)
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED)
         try:
             if self.bind:
                 self.sock.bind(self.addr)
@@ -371,7 +372,7 @@ class DataServer:
                     disconnected = False
                     while self.monitor.poll(0, zmq.POLLIN):
                         event = recv_monitor_message(self.monitor)
-                        if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                        if event["event"] == zmq.EVENT_ACCEPTED:
                             self._connections.add(event["value"])
                         else:
                             self._connections.discard(event["value"])
