@@ -201,6 +201,24 @@ class DataServer:
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
 
+    def _connection_events(self) -> bool:
+        """Track open connections from the socket's events; True if one closed."""
+        disconnected = False
+        while self.monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self.monitor)
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self._connections.add(event["value"])
+            else:
+                self._connections.discard(event["value"])
+                disconnected = True
+        return disconnected
+
+    def _admit(self) -> bool:
+        """Whether the connection asking to be authenticated may come in (it is counted already)."""
+        if self._connection_events():  # its accept event may still be queued
+            self._probe_at = [time.monotonic() + d for d in PROBE_DELAYS_S]
+        return len(self._connections) <= self.max_consumers
+
     def _probe(self) -> None:
         ping = encode_control("ping")
         for ident in list(self.peers):
@@ -315,7 +333,7 @@ class DataServer:
             except (OSError, ValueError) as e:
                 raise ServerError(f"CURVE setup failed: {e}") from None
         # Connections are counted from TCP accept (the one being authenticated included) to close.
-        self.auth = Gatekeeper(self.ctx, authorized, lambda: len(self._connections) <= self.max_consumers)
+        self.auth = Gatekeeper(self.ctx, authorized, self._admit)
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED)
         try:
             if self.bind:
@@ -360,30 +378,23 @@ class DataServer:
                 now = time.monotonic()
                 if end is not None and now >= end:
                     break
-                can_send = self._epoch_end is None and any(p.credit > 0 for p in self.peers.values())
+                # At an epoch's end only re-sent datapoints may go out until the mark is sent.
+                more = self._epoch_end is None or self._pending
+                can_send = bool(more) and any(p.credit > 0 for p in self.peers.values())
                 events = dict(poller.poll(0 if can_send else 100))
                 while events.get(self.sock):
                     self._on_message(self.sock.recv_multipart(copy=False))
                     if not self.sock.poll(0, zmq.POLLIN):
                         break
-                if events.get(self.auth.sock):
-                    self.auth.handle()
-                if events.get(self.monitor):
-                    disconnected = False
-                    while self.monitor.poll(0, zmq.POLLIN):
-                        event = recv_monitor_message(self.monitor)
-                        if event["event"] == zmq.EVENT_ACCEPTED:
-                            self._connections.add(event["value"])
-                        else:
-                            self._connections.discard(event["value"])
-                            disconnected = True
-                    if disconnected:
-                        self._probe_at = [now + d for d in PROBE_DELAYS_S]
-                    if disconnected and not self.bind:
+                if events.get(self.monitor) and self._connection_events():
+                    self._probe_at = [now + d for d in PROBE_DELAYS_S]
+                    if not self.bind:
                         # Our one connection broke: the consumer we reconnect to (maybe a new one
                         # under the same name) must get again what was not acknowledged.
                         for ident in list(self.peers):
                             self._drop_peer(ident)
+                if events.get(self.auth.sock):
+                    self.auth.handle()
                 if (self._probe_at and now >= self._probe_at[0]) or now >= next_probe:
                     if self._probe_at and now >= self._probe_at[0]:
                         self._probe_at.pop(0)
