@@ -83,19 +83,30 @@ def test_shard_data_of_a_shuffled_list_in_worker_processes_and_threads():
 
 
 def read_epochs(consumers, epochs):
-    """Read every consumer in a thread of its own until its server has ended ``epochs`` epochs.
+    """Read every consumer in a thread of its own until every server has ended ``epochs`` epochs.
 
-    Returns the ids received by epoch number (from the servers' marks), for each consumer. Each
-    is read all the time: a consumer that stopped reading one server while it waited for another
-    would hold that server's epoch back (its unacknowledged datapoints delay the mark).
+    Returns the ids received by epoch number (from the servers' marks), for each consumer. Every
+    consumer is read all the time: one that stopped reading would hold its server's epoch back
+    (its unacknowledged datapoints delay the mark). So a consumer that is done keeps reading
+    (and acknowledging) until all are; then a consumer that waits for a later mark times out.
+    A consumer that registered late counts its first datapoints in the epoch its mark closes.
     """
     out = [collections.defaultdict(list) for _ in consumers]
     errors = []
+    everyone = [c for group in consumers for c in group]
+
+    def done():
+        return all(c.epoch >= epochs for c in everyone)
 
     def run(c, got):
         try:
-            while c.epoch < epochs:
-                ids = [int(dp[0]) for dp in c]  # one iteration ends at an end-of-epoch mark
+            while not (c.epoch >= epochs and done()):
+                try:
+                    ids = [int(dp[0]) for dp in c]  # one iteration ends at an end-of-epoch mark
+                except TimeoutError:
+                    if done():
+                        return
+                    continue
                 got[c.epoch] += ids
         except Exception as exc:  # reported by the test thread
             errors.append(exc)
@@ -106,7 +117,7 @@ def read_epochs(consumers, epochs):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(90)
     assert not errors, errors
     return out
 
@@ -117,7 +128,7 @@ def test_one_server_with_two_workers_marks_epochs_for_three_consumers():
         "support.dataflow_factories:shuffled_ids", "--bind", addr, "--workers", "2", "--epochs"
     ) as s:
         s.wait_for_line("consumers connected: 0")
-        consumers = [[RemoteDataZMQ(addr, hwm=4, timeout=30)] for _ in range(3)]
+        consumers = [[RemoteDataZMQ(addr, hwm=4, timeout=3)] for _ in range(3)]
         for (c,) in consumers:
             c.reset_state()
         try:
@@ -127,7 +138,7 @@ def test_one_server_with_two_workers_marks_epochs_for_three_consumers():
                 c.close()
     for e in (1, 2):
         assert_each_once([i for k in range(3) for i in out[k][e]])
-    assert [c.epoch for (c,) in consumers] == [2, 2, 2]
+    assert all(c.epoch >= 2 for (c,) in consumers)
 
 
 def test_two_sharded_servers_with_two_workers_each_serve_every_record_once(dataset, monkeypatch):
@@ -150,7 +161,7 @@ def test_two_sharded_servers_with_two_workers_each_serve_every_record_once(datas
         for s in servers:
             s.wait_for_line("consumers connected: 0")
         # Two consumers, each reading both servers.
-        consumers = [[RemoteDataZMQ(a, hwm=4, timeout=30) for a in addrs] for _ in range(2)]
+        consumers = [[RemoteDataZMQ(a, hwm=4, timeout=3) for a in addrs] for _ in range(2)]
         for pair in consumers:
             for c in pair:
                 c.reset_state()
