@@ -229,7 +229,7 @@ def test_shard_data_covers_every_datapoint_exactly_once():
     for world in (1, 2, 3, 4):
         seen = []
         for rank in range(world):
-            shard = ShardData(ints(10), rank=rank, world_size=world)
+            shard = ShardData(ints(10), rank=rank, world_size=world, remainder="uneven")
             got = firsts(shard)
             assert len(got) == len(shard)
             seen += got
@@ -238,10 +238,36 @@ def test_shard_data_covers_every_datapoint_exactly_once():
     assert even == [3, 3, 3]
 
 
+def test_shard_data_gives_every_rank_the_same_count_by_default():
+    shards = [firsts(ShardData(ints(10), rank=r, world_size=3)) for r in range(3)]
+    # ceil(10 / 3) = 4 each: the first two datapoints of the epoch fill up the last ranks.
+    assert shards == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+    dropped = [firsts(ShardData(ints(10), rank=r, world_size=3, remainder="drop")) for r in range(3)]
+    assert dropped == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    with pytest.raises(ValueError, match="remainder must be one of 'uneven', 'pad', 'drop'"):
+        ShardData(ints(10), 0, 3, remainder="even")
+    unknown = DataFromGenerator(lambda: iter(range(10)))
+    with pytest.raises(NotImplementedError, match="pass remainder='uneven'"):
+        list(ShardData(unknown, 0, 2))
+    assert list(ShardData(unknown, 1, 2, remainder="uneven")) == [1, 3, 5, 7, 9]
+
+
+def test_shard_data_seeds_shuffling_inputs_alike_in_every_rank():
+    """Each rank shuffles with the same seed, so together they still see each datapoint once per epoch."""
+    shards = [ShardData(DataFromList(list(range(30)), shuffle=True), r, 3) for r in range(3)]
+    for s in shards:
+        s.reset_state()
+    for _ in range(2):  # a new permutation every epoch, the same in every rank
+        epoch = [list(s) for s in shards]
+        assert sorted(x for part in epoch for x in part) == list(range(30))
+    assert epoch != [list(range(r, 30, 3)) for r in range(3)]
+
+
 def test_shard_data_reads_launcher_environment(monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
-    assert firsts(ShardData(ints(7))) == [1, 4]
+    assert firsts(ShardData(ints(7), remainder="uneven")) == [1, 4]
+    assert firsts(ShardData(ints(7))) == [1, 4, 0]
     monkeypatch.setenv("RANK", "3")
     with pytest.raises(ValueError, match="outside"):
         ShardData(ints(7))

@@ -15,6 +15,9 @@ SCRIPT = textwrap.dedent(
     import zmq
     import towerpack.dataflow  # installs the rescue hook
 
+    # A shell's background job starts with SIGINT ignored, and Python then leaves it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     ctx = zmq.Context()
     a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
     a.bind("inproc://interrupts")

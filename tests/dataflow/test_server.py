@@ -429,3 +429,93 @@ def test_consumer_recovers_when_the_server_restarts():
             wait_for(lambda: second.consumers() == 1, 10, what="the consumer to be counted")
     finally:
         c.close()
+
+
+def test_server_caps_connections_and_admits_a_newcomer_when_one_leaves(caplog):
+    addr = endpoint()
+    with ServerProcess(COUNTING, "--bind", addr, "--max-consumers", "2") as server:
+        server.wait_for_line("consumers connected: 0")
+        a, b = consumer(addr), consumer(addr)
+        try:
+            assert len(take(a, 5)) == len(take(b, 5)) == 5
+            extra = consumer(addr, timeout=2)
+            try:
+                with pytest.raises(TimeoutError):  # refused during the handshake: it gets nothing
+                    next(iter(extra))
+            finally:
+                extra.close()
+            assert "refused this client during the handshake" in caplog.text
+            server.wait_for_line("refused a connection #1: too many connections")
+            a.close()
+            wait_for(lambda: server.consumers() == 1, 10, what="the server to see a consumer leave")
+            late = consumer(addr, timeout=10)
+            try:
+                assert len(take(late, 5)) == 5
+            finally:
+                late.close()
+        finally:
+            a.close()
+            b.close()
+
+
+def test_status_lines_show_rate_consumers_and_unacknowledged_datapoints():
+    addr = endpoint()
+    with ServerProcess(COUNTING, "--bind", addr, "--stats", "0.3") as server:
+        server.wait_for_line("consumers connected: 0")
+        stalled, busy = consumer(addr, hwm=3), consumer(addr, hwm=8)
+        try:
+            take(stalled, 1)  # then holds its window of 3 without acknowledging
+            take(busy, 200)
+            start = len(server.lines)
+            server.wait_for_line("2 consumers", after=start)
+            line = server.lines[server.wait_for_line("(at most 8 by one consumer)", after=start)]
+            assert "datapoints/s, 2 consumers," in line and "0 malformed messages ignored" in line
+        finally:
+            stalled.close()
+            busy.close()
+
+
+EPOCH_STRAGGLER = textwrap.dedent(
+    """
+    import sys
+    from towerpack.dataflow import RemoteDataZMQ
+    c = RemoteDataZMQ(sys.argv[1], hwm=6, timeout=30)
+    c.reset_state()
+    for dp in c:
+        print(int(dp[0]), flush=True)
+    print("end", flush=True)
+    """
+)
+
+
+def test_epoch_marks_come_after_the_datapoints_of_a_consumer_that_died():
+    """A consumer killed mid-epoch: its unacknowledged datapoints reach the survivor before the mark."""
+    addr = endpoint()
+    with ServerProcess(
+        "support.dataflow_factories:shuffled_ids", "--bind", addr, "--epochs", "--hwm", "6"
+    ) as s:
+        s.wait_for_line("consumers connected: 0")
+        survivor = consumer(addr, hwm=4, timeout=30)
+        victim = subprocess.Popen(
+            [sys.executable, "-c", EPOCH_STRAGGLER, addr],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dataflow_env(),
+        )
+        try:
+            it = iter(survivor)
+            got = [int(next(it)[0]) for _ in range(10)]
+            wait_for(lambda: s.consumers() == 2, 10, what="2 consumers")
+            seen_by_victim = [int(victim.stdout.readline()) for _ in range(5)]
+            victim.kill()
+            victim.wait(10)
+            seen_by_victim += [int(x) for x in victim.stdout.read().split() if x != "end"]
+            got += [int(dp[0]) for dp in it]  # up to the end-of-epoch mark
+            assert survivor.epoch == 1
+        finally:
+            survivor.close()
+            if victim.poll() is None:
+                victim.kill()
+                victim.wait(10)
+    assert len(got) == len(set(got))
+    assert set(got) | set(seen_by_victim) == set(range(90))  # at least once, before the mark

@@ -169,8 +169,8 @@ def test_empty_message_is_rejected():
 
 
 @pytest.mark.timeout(60)
-def test_receiver_skips_malformed_messages_and_keeps_working():
-    addr = "ipc://@towerpack-test-malformed-receiver"
+def test_receiver_skips_malformed_messages_and_keeps_working(tmp_path):
+    addr = f"ipc://{tmp_path}/malformed-receiver"
     rx = RemoteDataZMQ(addr, hwm=8, bind=True, timeout=20)
     rx.reset_state()
     ctx = zmq.Context()

@@ -1,7 +1,8 @@
-"""BatchData: stack consecutive datapoints into batches."""
+"""BatchData and BatchDataByShape: stack consecutive datapoints into batches."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from .base import DataFlow, ProxyDataFlow
 
-__all__ = ["BatchData"]
+__all__ = ["BatchData", "BatchDataByShape", "aggregate_batch"]
 
 
 def _stack(values: list[Any], where: str) -> np.ndarray:
@@ -34,6 +35,26 @@ def _stack(values: list[Any], where: str) -> np.ndarray:
             "give an object array (use use_list=True)"
         )
     return arr
+
+
+def aggregate_batch(dps: list[Any], use_list: bool = False) -> Any:
+    """Stack the components of ``dps`` (lists, tuples or dicts of one structure) into one batch."""
+
+    def component(values: list[Any], where: str) -> Any:
+        return list(values) if use_list else _stack(values, where)
+
+    first = dps[0]
+    if isinstance(first, dict):
+        return {k: component([dp[k] for dp in dps], f"key {k!r}") for k in first}
+    if not isinstance(first, (list, tuple)):
+        raise TypeError(f"BatchData: a datapoint must be a list, tuple or dict, got {type(first).__name__}")
+    n = len(first)
+    for dp in dps:
+        if len(dp) != n:
+            raise ValueError(
+                f"BatchData: datapoints have different numbers of components ({n} and {len(dp)})"
+            )
+    return [component([dp[i] for dp in dps], f"component {i}") for i in range(n)]
 
 
 class BatchData(ProxyDataFlow):
@@ -72,20 +93,30 @@ class BatchData(ProxyDataFlow):
             yield self._aggregate(holder)
 
     def _aggregate(self, dps: list[Any]) -> Any:
-        first = dps[0]
-        if isinstance(first, dict):
-            return {k: self._component([dp[k] for dp in dps], f"key {k!r}") for k in first}
-        if not isinstance(first, (list, tuple)):
-            raise TypeError(
-                f"BatchData: a datapoint must be a list, tuple or dict, got {type(first).__name__}"
-            )
-        n = len(first)
-        for dp in dps:
-            if len(dp) != n:
-                raise ValueError(
-                    f"BatchData: datapoints have different numbers of components ({n} and {len(dp)})"
-                )
-        return [self._component([dp[i] for dp in dps], f"component {i}") for i in range(n)]
+        return aggregate_batch(dps, self.use_list)
 
-    def _component(self, values: list[Any], where: str) -> Any:
-        return list(values) if self.use_list else _stack(values, where)
+
+class BatchDataByShape(BatchData):
+    """Batch datapoints whose component ``idx`` has the same shape (e.g. images of one size).
+
+    Datapoints wait in a group per shape until ``batch_size`` of them are there. Groups carry
+    over between epochs (only :meth:`reset_state` empties them), so a rare shape may wait long;
+    the length is therefore only an estimate.
+    """
+
+    def __init__(self, ds: DataFlow, batch_size: int, idx: int | str) -> None:
+        super().__init__(ds, batch_size, remainder=False)
+        self.idx = idx
+        self._groups: defaultdict[tuple, list[Any]] = defaultdict(list)
+
+    def reset_state(self) -> None:
+        super().reset_state()
+        self._groups = defaultdict(list)
+
+    def __iter__(self) -> Iterator[Any]:
+        for dp in self.ds:
+            group = self._groups[np.shape(dp[self.idx])]
+            group.append(dp)
+            if len(group) == self.batch_size:
+                yield self._aggregate(group)
+                group.clear()

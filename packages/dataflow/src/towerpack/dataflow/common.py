@@ -1,14 +1,52 @@
-"""Transforms that reshape the stream of datapoints: repeat, cut, shuffle, concatenate, join."""
+"""Transforms that reshape the stream of datapoints: repeat, cut, shuffle, cache, concatenate, join.
+
+:func:`repeat_forever` is the one place where a dataflow is iterated again and again: runners,
+servers, benchmarks and ``RepeatedData(df, -1)`` all use it.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow
 
-__all__ = ["ConcatData", "FixedSizeData", "JoinData", "LocallyShuffleData", "RepeatedData"]
+__all__ = [
+    "CacheData",
+    "ConcatData",
+    "EpochEnd",
+    "FixedSizeData",
+    "JoinData",
+    "LocallyShuffleData",
+    "RepeatedData",
+    "RepeatedDataPoint",
+    "repeat_forever",
+]
+
+
+@dataclass(frozen=True)
+class EpochEnd:
+    """Yielded by ``repeat_forever(ds, mark_epochs=True)`` after pass number ``epoch`` (from 1)."""
+
+    epoch: int
+
+
+def repeat_forever(ds: DataFlow, mark_epochs: bool = False, allow_empty: bool = False) -> Iterator[Any]:
+    """Iterate ``ds`` again and again; an empty pass raises instead of spinning (unless ``allow_empty``).
+
+    With ``mark_epochs`` an :class:`EpochEnd` follows every pass.
+    """
+    for epoch in itertools.count(1):
+        empty = True
+        for dp in ds:
+            empty = False
+            yield dp
+        if empty and not allow_empty:
+            raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
+        if mark_epochs:
+            yield EpochEnd(epoch)
 
 
 class RepeatedData(ProxyDataFlow):
@@ -26,14 +64,66 @@ class RepeatedData(ProxyDataFlow):
         return len(self.ds) * self.num
 
     def __iter__(self) -> Iterator[Any]:
-        rounds = itertools.count() if self.num == -1 else range(self.num)
-        for _ in rounds:
-            empty = True
-            for dp in self.ds:
-                empty = False
+        if self.num == -1:
+            yield from repeat_forever(self.ds)
+            return
+        for _ in range(self.num):
+            yield from self.ds
+
+
+class RepeatedDataPoint(ProxyDataFlow):
+    """Yield every datapoint ``num`` times in a row."""
+
+    def __init__(self, ds: DataFlow, num: int) -> None:
+        super().__init__(ds)
+        if int(num) < 1:
+            raise ValueError(f"RepeatedDataPoint: num must be >= 1, got {num}")
+        self.num = int(num)
+
+    def __len__(self) -> int:
+        return len(self.ds) * self.num
+
+    def __iter__(self) -> Iterator[Any]:
+        for dp in self.ds:
+            for _ in range(self.num):
                 yield dp
-            if empty:
-                raise RuntimeError("RepeatedData: the input dataflow produced no datapoints in an epoch")
+
+
+class CacheData(ProxyDataFlow, RNGDataFlow):
+    """Stream the first epoch and keep it in memory; later epochs replay it (shuffled with ``shuffle``).
+
+    :meth:`reset_state` empties the cache. An epoch left unfinished leaves the cache partial, and
+    the next epoch streams the input again from its start.
+    """
+
+    def __init__(self, ds: DataFlow, shuffle: bool = False) -> None:
+        ProxyDataFlow.__init__(self, ds)
+        self.shuffle = shuffle
+        self._cache: list[Any] | None = None
+
+    def reset_state(self) -> None:
+        ProxyDataFlow.reset_state(self)
+        RNGDataFlow.reset_state(self)
+        self._cache = None
+
+    def __len__(self) -> int:
+        return len(self._cache) if self._cache is not None else len(self.ds)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cache is None:
+            buf = []
+            for dp in self.ds:
+                buf.append(dp)
+                yield dp
+            self._cache = buf
+            return
+        if not self.shuffle:
+            yield from self._cache
+            return
+        if not hasattr(self, "rng"):
+            raise RuntimeError("CacheData(shuffle=True): call reset_state() before iterating")
+        for i in self.rng.permutation(len(self._cache)):
+            yield self._cache[i]
 
 
 class FixedSizeData(ProxyDataFlow):

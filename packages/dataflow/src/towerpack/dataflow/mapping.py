@@ -1,4 +1,4 @@
-"""MapData and MapDataComponent: apply a function to every datapoint (or one component)."""
+"""MapData, MapDataComponent and SelectComponent: apply a function to every datapoint (or one component)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from .base import DataFlow, ProxyDataFlow
 
-__all__ = ["MapData", "MapDataComponent"]
+__all__ = ["MapData", "MapDataComponent", "SelectComponent"]
 
 
 class MapData(ProxyDataFlow):
@@ -48,3 +48,14 @@ class MapDataComponent(MapData):
             out = list(dp)
         out[self.index] = value
         return tuple(out) if isinstance(dp, tuple) else out
+
+
+class SelectComponent(MapData):
+    """Yield ``[dp[i] for i in idxs]``: keep and reorder components."""
+
+    def __init__(self, ds: DataFlow, idxs: list[int | str]) -> None:
+        self.idxs = list(idxs)
+        super().__init__(ds, self._select)
+
+    def _select(self, dp: Any) -> list[Any]:
+        return [dp[i] for i in self.idxs]

@@ -1,39 +1,104 @@
-"""MultiProcessRunnerZMQ: run a dataflow in several processes and collect their datapoints over ZMQ."""
+"""Run a dataflow in several workers and collect their datapoints: processes over ZMQ, or threads.
+
+Every worker knows its index and the worker count (:func:`~towerpack.dataflow.sharding.get_worker_info`),
+so readers and :class:`ShardData` inside it read only its part. When the workers' parts make up
+one epoch of the input (each worker's ``len(ds)``, taken inside the worker, adds up to
+``len(ds)`` here), an epoch here is exactly one pass of every worker: each worker marks the end
+of its pass, and a worker that has finished waits (its datapoints held back) until all have, so
+every datapoint of an epoch arrives once. Otherwise every worker runs a full copy of the input,
+as in the reference: an epoch is ``len(ds)`` datapoints of the mixed streams.
+"""
 
 from __future__ import annotations
 
-import itertools
+import queue
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zmq
 
-from .base import DataFlow, DataFlowReentrantGuard, ProxyDataFlow
+from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow
+from .common import EpochEnd, repeat_forever
 from .process import ParentWatch, check_start_method
-from .wire import encode
-from .workers import WorkerGroup, ipc_address, recv_from_workers, report_worker_error, worker_send
+from .sharding import WorkerInfo, set_worker_info
+from .wire import DEFAULT_LIMITS, ControlMessage, WireLimits, encode, encode_control
+from .workers import Inbox, WorkerGroup, report_worker_error, worker_send
 
-__all__ = ["MultiProcessRunnerZMQ"]
+__all__ = [
+    "MultiProcessPrefetchData",
+    "MultiProcessRunner",
+    "MultiProcessRunnerZMQ",
+    "MultiThreadPrefetchData",
+    "MultiThreadRunner",
+    "PrefetchData",
+    "PrefetchDataZMQ",
+]
+
+
+def _length(ds: DataFlow) -> int | None:
+    try:
+        return len(ds)
+    except NotImplementedError:
+        return None
+
+
+def _worker_stream(ds: DataFlow, index: int, count: int, thread_only: bool = False) -> Iterator[Any]:
+    """What a worker sends: ``("hello", its length)``, then datapoints with an EpochEnd after each pass."""
+    set_worker_info(WorkerInfo(index, count), thread_only)
+    ds.reset_state()
+    length = _length(ds)
+    yield ("hello", length)
+    # A worker whose share of a small dataset is empty still marks its (empty) epochs.
+    yield from repeat_forever(ds, mark_epochs=True, allow_empty=length == 0)
+
+
+class _Epochs:
+    """Which workers are still in the current exact epoch."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.active = list(range(count))
+
+    def end(self, index: int) -> bool:
+        """Worker ``index`` finished its pass; True when that completes the epoch."""
+        self.active.remove(index)
+        if self.active:
+            return False
+        self.active = list(range(self.count))
+        return True
+
+
+def exact_epochs(parent_length: int | None, worker_lengths: list[int | None]) -> bool:
+    """Whether the workers' passes make up one epoch of the input (see the module docstring)."""
+    if parent_length is None or any(n is None for n in worker_lengths):
+        return False
+    return sum(worker_lengths) == parent_length
 
 
 def _runner_worker(
-    watch: ParentWatch, index: int, ds: DataFlow, addr: str, hwm: int, allow_pickle: bool
+    watch: ParentWatch,
+    index: int,
+    ds: DataFlow,
+    addrs: list[str],
+    hwm: int,
+    allow_pickle: bool,
 ) -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, hwm)
-    sock.connect(addr)
+    sock.connect(addrs[index])
     try:
-        ds.reset_state()
-        while True:
-            count = 0
-            for dp in ds:
-                worker_send(sock, encode(dp, allow_pickle), watch)
-                count += 1
-            if count == 0:
-                raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
+        for item in _worker_stream(ds, index, len(addrs)):
+            if isinstance(item, EpochEnd):
+                frames = encode_control("eoe", epoch=item.epoch)
+            elif isinstance(item, tuple) and len(item) == 2 and item[0] == "hello":
+                frames = encode_control("hello", len=item[1])
+            else:
+                frames = encode(item, allow_pickle)
+            worker_send(sock, frames, watch)
     except Exception:
         report_worker_error(sock, index)
     finally:
@@ -41,26 +106,28 @@ def _runner_worker(
         ctx.term()
 
 
-def _shutdown(group: WorkerGroup, sock: zmq.Socket, ctx: zmq.Context) -> None:
+def _shutdown(group: WorkerGroup, inbox: Inbox, ctx: zmq.Context) -> None:
     group.stop()
-    sock.close(linger=0)
+    inbox.close()
     ctx.term()
 
 
 class MultiProcessRunnerZMQ(ProxyDataFlow):
     """Iterate ``ds`` in ``num_proc`` worker processes and receive their datapoints in this one.
 
-    Each worker iterates its own copy of ``ds`` forever (so with ``num_proc > 1`` an epoch is a
-    mix of the workers' streams: datapoints may repeat or be reordered; shard the input per
-    worker if that matters, or use :class:`MultiProcessMapDataZMQ` with ``strict=True``). One
-    epoch here yields ``len(ds)`` datapoints, or never ends when the length is unknown.
+    Worker ``i`` of ``num_proc`` iterates its own copy of ``ds`` forever, with
+    ``get_worker_info()`` telling it ``(i, num_proc)``: readers and :class:`ShardData` in ``ds``
+    then read only its part, and an epoch here is exactly one pass of every worker (each
+    datapoint once). A ``ds`` that does not split itself runs whole in every worker, as in the
+    reference: an epoch is ``len(ds)`` datapoints of the mixed streams (with ``num_proc > 1``,
+    some repeated), or never ends when the length is unknown. See the module docstring.
 
     Workers start in :meth:`reset_state` (call it once), die with this process (death signal plus
     a parent liveness check), ignore Ctrl-C, and are stopped and reaped by :meth:`close` or at
     exit. An exception in a worker is raised here as ``DataFlowWorkerError`` with the worker's
     traceback; a worker killed by a signal is reported the same way at once. Datapoints travel
-    over an IPC socket in the wire format of :mod:`towerpack.dataflow.wire` without copies; the
-    received arrays are views of the received frames.
+    over private IPC sockets in the wire format of :mod:`towerpack.dataflow.wire` without copies;
+    the received arrays are views of the received frames.
 
     Args:
         ds: the dataflow to run in the workers.
@@ -70,6 +137,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
             (needs a picklable ``ds``); ``"forkserver"`` is refused, since its workers could not
             die with this process.
         allow_pickle: allow datapoints that are not arrays/numbers/strings to travel pickled.
+        limits: the wire limits of received messages.
     """
 
     def __init__(
@@ -79,52 +147,78 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         hwm: int = 50,
         start_method: str | None = None,
         allow_pickle: bool = False,
+        limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
         super().__init__(ds)
         if num_proc < 1:
-            raise ValueError(f"MultiProcessRunnerZMQ: num_proc must be >= 1, got {num_proc}")
+            raise ValueError(f"{type(self).__name__}: num_proc must be >= 1, got {num_proc}")
         self.num_proc = num_proc
-        self.hwm = hwm
+        self.hwm = max(1, int(hwm))
         check_start_method(start_method)
         self.start_method = start_method
         self.allow_pickle = allow_pickle
+        self.limits = limits
         self._guard = DataFlowReentrantGuard()
         self._group: WorkerGroup | None = None
         self._finalizer: weakref.finalize | None = None
+        self._exact: bool | None = None
+        self._epochs = _Epochs(num_proc)
 
     def reset_state(self) -> None:
         if self._group is not None:
-            raise RuntimeError("MultiProcessRunnerZMQ.reset_state() was already called; create a new runner")
-        addr = ipc_address("runner")
-        args = (self.ds, addr, self.hwm, self.allow_pickle)
-        group = WorkerGroup(
-            _runner_worker, [args] * self.num_proc, "MultiProcessRunnerZMQ", self.start_method
-        )
+            raise RuntimeError(f"{type(self).__name__}.reset_state() was already called; create a new runner")
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.PULL)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.setsockopt(zmq.RCVHWM, self.hwm)
-        self._sock.bind(addr)
-        self._group = group
-        self._finalizer = weakref.finalize(self, _shutdown, self._group, self._sock, self._ctx)
-        self._group.start()
-        self._poller = zmq.Poller()
-        self._poller.register(self._sock, zmq.POLLIN)
-        self._group.register(self._poller)
+        inbox = Inbox(self._ctx, self.num_proc, self.hwm, "runner", self.allow_pickle, self.limits)
+        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle)
+        group = WorkerGroup(_runner_worker, [args] * self.num_proc, type(self).__name__, self.start_method)
+        inbox.group = group
+        self._group, self._inbox = group, inbox
+        self._finalizer = weakref.finalize(self, _shutdown, group, inbox, self._ctx)
+        group.start()
 
     def __len__(self) -> int:
         return len(self.ds)
 
+    @property
+    def exact(self) -> bool:
+        """Whether epochs are exact (the workers split the input); known after the first iteration."""
+        if self._exact is None:
+            self._handshake()
+        return bool(self._exact)
+
+    def _handshake(self) -> None:
+        lengths = []
+        for i in range(self.num_proc):
+            _, msg = self._inbox.recv([i])
+            if not (isinstance(msg, ControlMessage) and msg.kind == "hello"):
+                raise DataFlowTerminated(f"{type(self).__name__}: worker {i} did not start as expected")
+            lengths.append(msg.fields.get("len"))
+        self._exact = exact_epochs(_length(self.ds), lengths)
+
     def __iter__(self) -> Iterator[Any]:
         if self._group is None:
-            raise RuntimeError("MultiProcessRunnerZMQ: call reset_state() before iterating")
+            raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
         with self._guard:
-            try:
-                size = len(self.ds)
-            except NotImplementedError:
-                size = None
-            for _ in itertools.count() if size is None else range(size):
-                yield recv_from_workers(self._sock, self._group, self._poller, self.allow_pickle)
+            if self._exact is None:
+                self._handshake()
+            recv = self._inbox.recv
+            if self._exact:
+                epochs = self._epochs
+                while True:
+                    i, msg = recv(epochs.active)
+                    if type(msg) is ControlMessage:
+                        if msg.kind == "eoe" and epochs.end(i):
+                            return
+                        continue
+                    yield msg
+            size = _length(self.ds)
+            produced = 0
+            while size is None or produced < size:
+                _, msg = recv()
+                if type(msg) is ControlMessage:
+                    continue
+                produced += 1
+                yield msg
 
     @property
     def worker_pids(self) -> list[int]:
@@ -132,7 +226,7 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         return self._group.pids if self._group is not None else []
 
     def close(self) -> None:
-        """Stop and reap the workers and release the socket; iterating afterwards raises."""
+        """Stop and reap the workers and release the sockets; iterating afterwards raises."""
         if self._finalizer is not None:
             self._finalizer()
 
@@ -143,5 +237,150 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
         self.close()
 
 
-# The old name in the reference API.
+class MultiProcessRunner(MultiProcessRunnerZMQ):
+    """The reference's queue-based runner, with its arguments: ``num_prefetch`` datapoints in flight.
+
+    Runs on the same core as :class:`MultiProcessRunnerZMQ` (with ``hwm = num_prefetch //
+    num_proc``); datapoints that are not arrays, numbers or strings need ``allow_pickle=True``.
+    """
+
+    def __init__(self, ds: DataFlow, num_prefetch: int, num_proc: int, **kwargs: Any) -> None:
+        if num_prefetch < 1:
+            raise ValueError(f"MultiProcessRunner: num_prefetch must be >= 1, got {num_prefetch}")
+        super().__init__(ds, num_proc=num_proc, hwm=max(1, num_prefetch // max(num_proc, 1)), **kwargs)
+
+
+class _ThreadError:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class MultiThreadRunner(DataFlow):
+    """Run ``num_thread`` dataflows made by ``get_df()`` in threads; datapoints through one queue.
+
+    Thread ``i`` sees ``get_worker_info() == (i, num_thread)``, so readers and ``ShardData``
+    split the input among the threads; epochs are then exact, as with
+    :class:`MultiProcessRunnerZMQ` (a thread that finished its pass waits for the others). The
+    length is the first flow's. Threads suit pipelines that release the GIL (I/O, decoding in C).
+    """
+
+    def __init__(self, get_df: Callable[[], DataFlow], num_prefetch: int, num_thread: int) -> None:
+        if num_thread < 1 or num_prefetch < 1:
+            raise ValueError("MultiThreadRunner: num_prefetch and num_thread must be >= 1")
+        self.dfs = [get_df() for _ in range(num_thread)]
+        self.num_thread = num_thread
+        self.queue: queue.Queue = queue.Queue(maxsize=num_prefetch)
+        self._stop = threading.Event()
+        self._permits = [threading.Semaphore(0) for _ in range(num_thread)]
+        self._threads: list[threading.Thread] = []
+        self._guard = DataFlowReentrantGuard()
+        self._exact: bool | None = None
+        self._epochs = _Epochs(num_thread)
+        self._held: list[list[Any]] = [[] for _ in range(num_thread)]
+
+    def __len__(self) -> int:
+        return len(self.dfs[0])
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, index: int) -> None:
+        try:
+            for item in _worker_stream(self.dfs[index], index, self.num_thread, thread_only=True):
+                if not self._put((index, item)):
+                    return
+                if isinstance(item, EpochEnd):  # wait until every thread has finished this epoch
+                    while not self._permits[index].acquire(timeout=0.2):
+                        if self._stop.is_set():
+                            return
+        except Exception as e:
+            self._put((index, _ThreadError(e)))
+
+    def reset_state(self) -> None:
+        if self._threads:
+            raise RuntimeError("MultiThreadRunner.reset_state() was already called")
+        for i in range(self.num_thread):
+            t = threading.Thread(target=self._run, args=(i,), name=f"MultiThreadRunner-{i}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _get(self) -> tuple[int, Any]:
+        index, item = self.queue.get()
+        if isinstance(item, _ThreadError):
+            raise RuntimeError(f"MultiThreadRunner: thread {index} failed: {item.error!r}") from item.error
+        return index, item
+
+    def _release(self) -> None:
+        for p in self._permits:
+            p.release()
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._threads:
+            raise RuntimeError("MultiThreadRunner: call reset_state() before iterating")
+        with self._guard:
+            if self._exact is None:
+                lengths: list[Any] = [None] * self.num_thread
+                seen = 0
+                while seen < self.num_thread:
+                    index, item = self._get()
+                    if isinstance(item, tuple) and item[:1] == ("hello",):
+                        lengths[index] = item[1]
+                        seen += 1
+                    else:
+                        self._held[index].append(item)
+                self._exact = exact_epochs(_length(self.dfs[0]), lengths)
+            if self._exact:
+                yield from self._iter_exact()
+            else:
+                yield from self._iter_free()
+
+    def _items(self) -> Iterator[tuple[int, Any]]:
+        for index, held in enumerate(self._held):
+            while held:
+                yield index, held.pop(0)
+        while True:
+            yield self._get()
+
+    def _iter_exact(self) -> Iterator[Any]:
+        for index, item in self._items():
+            if isinstance(item, tuple) and item[:1] == ("hello",):
+                continue
+            if isinstance(item, EpochEnd):
+                if self._epochs.end(index):
+                    self._release()
+                    return
+                continue
+            yield item
+
+    def _iter_free(self) -> Iterator[Any]:
+        size = _length(self.dfs[0])
+        produced = 0
+        items = self._items()
+        while size is None or produced < size:
+            index, item = next(items)
+            if isinstance(item, EpochEnd):
+                self._permits[index].release()
+                continue
+            if isinstance(item, tuple) and item[:1] == ("hello",):
+                continue
+            produced += 1
+            yield item
+
+    def close(self) -> None:
+        """Stop the threads (they are daemons either way)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(1.0)
+
+
+# The old names in the reference API.
 PrefetchDataZMQ = MultiProcessRunnerZMQ
+PrefetchData = MultiProcessRunner
+MultiProcessPrefetchData = MultiProcessRunner
+MultiThreadPrefetchData = MultiThreadRunner

@@ -1,4 +1,5 @@
-"""Parallel map: MultiProcessMapDataZMQ (processes over ZMQ) and MultiThreadMapData (threads)."""
+"""Parallel map: MultiProcessMapDataZMQ and MultiProcessMapAndBatchDataZMQ (processes over ZMQ),
+MultiThreadMapData (threads)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,36 @@ from typing import Any
 
 import zmq
 
-from .base import DataFlow, DataFlowReentrantGuard, ProxyDataFlow
+from .base import DataFlow, DataFlowReentrantGuard, LengthUnknownError, ProxyDataFlow
+from .batch import aggregate_batch
+from .common import repeat_forever
 from .process import ParentWatch, check_start_method
-from .wire import ControlMessage, decode, encode, encode_control
+from .wire import (
+    DEFAULT_LIMITS,
+    ControlMessage,
+    WireLimits,
+    decode,
+    encode,
+    encode_control,
+    set_receive_limit,
+)
 from .workers import (
+    Inbox,
     WorkerGroup,
     ipc_address,
-    recv_from_workers,
     report_worker_error,
     worker_recv,
     worker_send,
 )
 
-__all__ = ["MultiProcessMapDataZMQ", "MultiThreadMapData"]
+__all__ = [
+    "MultiProcessMapAndBatchData",
+    "MultiProcessMapAndBatchDataZMQ",
+    "MultiProcessMapData",
+    "MultiProcessMapDataZMQ",
+    "MultiThreadMapData",
+    "ThreadedMapData",
+]
 
 
 def _none_result(strict: bool) -> None:
@@ -41,16 +59,6 @@ def _epoch_length(ds: DataFlow) -> int | None:
         return None
 
 
-def _forever(ds: DataFlow) -> Iterator[Any]:
-    while True:
-        empty = True
-        for dp in ds:
-            empty = False
-            yield dp
-        if empty:
-            raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
-
-
 def _map_worker(
     watch: ParentWatch,
     index: int,
@@ -59,6 +67,7 @@ def _map_worker(
     result_addr: str,
     hwm: int,
     allow_pickle: bool,
+    limits: WireLimits,
 ) -> None:
     ctx = zmq.Context()
     tasks = ctx.socket(zmq.PULL)
@@ -67,11 +76,12 @@ def _map_worker(
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.SNDHWM, hwm)
         s.setsockopt(zmq.RCVHWM, hwm)
+    set_receive_limit(tasks, limits)
     tasks.connect(task_addr)
     results.connect(result_addr)
     try:
         while True:
-            dp = decode(worker_recv(tasks, watch), allow_pickle)
+            dp = decode(worker_recv(tasks, watch), allow_pickle, limits)
             out = map_func(dp)
             worker_send(results, encode_control("none") if out is None else encode(out, allow_pickle), watch)
     except Exception:
@@ -82,10 +92,11 @@ def _map_worker(
         ctx.term()
 
 
-def _shutdown(group: WorkerGroup, socks: list, ctx: zmq.Context) -> None:
+def _shutdown(group: WorkerGroup, socks: list, inbox: Inbox, ctx: zmq.Context) -> None:
     group.stop()
     for s in socks:
         s.close(linger=0)
+    inbox.close()
     ctx.term()
 
 
@@ -114,6 +125,7 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
         strict: bool = False,
         start_method: str | None = None,
         allow_pickle: bool = False,
+        limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
         super().__init__(ds)
         if num_proc < 1 or buffer_size < 1:
@@ -129,6 +141,7 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
         check_start_method(start_method)
         self.start_method = start_method
         self.allow_pickle = allow_pickle
+        self.limits = limits
         self._guard = DataFlowReentrantGuard()
         self._group: WorkerGroup | None = None
         self._finalizer: weakref.finalize | None = None
@@ -139,27 +152,22 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
         if self._group is not None:
             raise RuntimeError("MultiProcessMapDataZMQ.reset_state() was already called")
         hwm = self.buffer_size + 10
-        task_addr, result_addr = ipc_address("map-task"), ipc_address("map-result")
-        args = (self.map_func, task_addr, result_addr, hwm, self.allow_pickle)
-        group = WorkerGroup(_map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method)
         self.ds.reset_state()
         self._ctx = zmq.Context()
+        self._inbox = Inbox(self._ctx, 1, hwm, "map-result", self.allow_pickle, self.limits)
+        task_addr = ipc_address("map-task")
+        args = (self.map_func, task_addr, self._inbox.addrs[0], hwm, self.allow_pickle, self.limits)
+        group = WorkerGroup(_map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method)
+        self._inbox.group = group
         self._tasks = self._ctx.socket(zmq.PUSH)
-        self._results = self._ctx.socket(zmq.PULL)
-        for s in (self._tasks, self._results):
-            s.setsockopt(zmq.LINGER, 0)
-            s.setsockopt(zmq.SNDHWM, hwm)
-            s.setsockopt(zmq.RCVHWM, hwm)
+        self._tasks.setsockopt(zmq.LINGER, 0)
+        self._tasks.setsockopt(zmq.SNDHWM, hwm)
         self._tasks.bind(task_addr)
-        self._results.bind(result_addr)
         self._group = group
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._group, [self._tasks, self._results], self._ctx
+            self, _shutdown, self._group, [self._tasks], self._inbox, self._ctx
         )
         self._group.start()
-        self._poller = zmq.Poller()
-        self._poller.register(self._results, zmq.POLLIN)
-        self._group.register(self._poller)
 
     def _send(self, dp: Any) -> None:
         frames = encode(dp, self.allow_pickle)
@@ -171,7 +179,7 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
         self._inflight += 1
 
     def _recv(self) -> Any:
-        msg = recv_from_workers(self._results, self._group, self._poller, self.allow_pickle)
+        _, msg = self._inbox.recv()
         self._inflight -= 1
         return msg
 
@@ -203,7 +211,7 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
 
     def _iter_loose(self) -> Iterator[Any]:
         if self._source is None:
-            self._source = _forever(self.ds)
+            self._source = repeat_forever(self.ds)
         size = _epoch_length(self.ds)
         produced = 0
         while size is None or produced < size:
@@ -226,6 +234,159 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
             self._finalizer()
 
     def __enter__(self) -> MultiProcessMapDataZMQ:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dispatcher(
+    watch: ParentWatch, ds: DataFlow, task_addr: str, result_addr: str, hwm: int, allow_pickle: bool
+) -> None:
+    ctx = zmq.Context()
+    tasks = ctx.socket(zmq.PUSH)
+    tasks.setsockopt(zmq.LINGER, 0)
+    tasks.setsockopt(zmq.SNDHWM, hwm)
+    tasks.bind(task_addr)
+    try:
+        ds.reset_state()
+        for dp in repeat_forever(ds):
+            worker_send(tasks, encode(dp, allow_pickle), watch)
+    except Exception:
+        report = ctx.socket(zmq.PUSH)  # errors go where the parent reads
+        report.connect(result_addr)
+        report_worker_error(report, 0)
+        report.close()
+    finally:
+        tasks.close()
+        ctx.term()
+
+
+def _map_batch_process(
+    watch: ParentWatch,
+    index: int,
+    ds: DataFlow,
+    map_func: Callable[[Any], Any],
+    batch_size: int,
+    task_addr: str,
+    result_addr: str,
+    hwm: int,
+    allow_pickle: bool,
+    limits: WireLimits,
+) -> None:
+    """Process 0 dispatches the input forever; the others map, batch and send batches."""
+    if index == 0:
+        _dispatcher(watch, ds, task_addr, result_addr, hwm, allow_pickle)
+        return
+    ctx = zmq.Context()
+    tasks = ctx.socket(zmq.PULL)
+    results = ctx.socket(zmq.PUSH)
+    for s in (tasks, results):
+        s.setsockopt(zmq.LINGER, 0)
+    tasks.setsockopt(zmq.RCVHWM, max(2, hwm // 4))
+    set_receive_limit(tasks, limits)
+    results.setsockopt(zmq.SNDHWM, 2)
+    tasks.connect(task_addr)
+    results.connect(result_addr)
+    try:
+        holder: list[Any] = []
+        while True:
+            out = map_func(decode(worker_recv(tasks, watch), allow_pickle, limits))
+            if out is None:
+                continue
+            holder.append(out)
+            if len(holder) == batch_size:
+                worker_send(results, encode(aggregate_batch(holder), allow_pickle), watch)
+                holder = []
+    except Exception:
+        report_worker_error(results, index)
+    finally:
+        tasks.close()
+        results.close()
+        ctx.term()
+
+
+class MultiProcessMapAndBatchDataZMQ(ProxyDataFlow):
+    """Map with ``map_func`` and batch by ``batch_size`` in ``num_proc`` worker processes; endless.
+
+    A dispatcher process repeats ``ds`` forever and hands datapoints to the workers (up to
+    ``buffer_size`` queued); each worker maps them (``None`` drops one), stacks ``batch_size``
+    results as :class:`BatchData` does and sends the batch here, so this process only receives.
+    The stream has no length and no epochs. ``buffer_size`` defaults to ``3 * batch_size`` and
+    must exceed ``batch_size`` (the reference checked this before applying its default, so the
+    default raised).
+    """
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        num_proc: int,
+        map_func: Callable[[Any], Any],
+        batch_size: int,
+        buffer_size: int | None = None,
+        start_method: str | None = None,
+        allow_pickle: bool = False,
+        limits: WireLimits = DEFAULT_LIMITS,
+    ) -> None:
+        super().__init__(ds)
+        if buffer_size is None:
+            buffer_size = 3 * batch_size
+        if num_proc < 1 or batch_size < 1 or not batch_size < buffer_size:
+            raise ValueError(
+                "MultiProcessMapAndBatchDataZMQ: num_proc and batch_size must be >= 1 and "
+                f"batch_size ({batch_size}) < buffer_size ({buffer_size})"
+            )
+        self.num_proc, self.map_func, self.batch_size, self.buffer_size = (
+            num_proc,
+            map_func,
+            batch_size,
+            buffer_size,
+        )
+        check_start_method(start_method)
+        self.start_method = start_method
+        self.allow_pickle = allow_pickle
+        self.limits = limits
+        self._guard = DataFlowReentrantGuard()
+        self._group: WorkerGroup | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def __len__(self) -> int:
+        raise LengthUnknownError("MultiProcessMapAndBatchDataZMQ is endless and has no length")
+
+    def reset_state(self) -> None:
+        if self._group is not None:
+            raise RuntimeError("MultiProcessMapAndBatchDataZMQ.reset_state() was already called")
+        self._ctx = zmq.Context()
+        self._inbox = Inbox(self._ctx, 1, 4, "mapbatch-result", self.allow_pickle, self.limits)
+        common = (self.ds, self.map_func, self.batch_size, ipc_address("mapbatch-task"), self._inbox.addrs[0])
+        args = (*common, self.buffer_size, self.allow_pickle, self.limits)
+        self._group = WorkerGroup(
+            _map_batch_process, [args] * (self.num_proc + 1), type(self).__name__, self.start_method
+        )
+        self._inbox.group = self._group
+        self._finalizer = weakref.finalize(self, _shutdown, self._group, [], self._inbox, self._ctx)
+        self._group.start()
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._group is None:
+            raise RuntimeError("MultiProcessMapAndBatchDataZMQ: call reset_state() before iterating")
+        with self._guard:
+            while True:
+                _, msg = self._inbox.recv()
+                if type(msg) is not ControlMessage:
+                    yield msg
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the dispatcher and the workers (empty before ``reset_state``)."""
+        return self._group.pids if self._group is not None else []
+
+    def close(self) -> None:
+        """Stop and reap the processes and release the sockets."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> MultiProcessMapAndBatchDataZMQ:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -288,3 +449,9 @@ class MultiThreadMapData(ProxyDataFlow):
         if self._pool is not None:
             self._finalizer()
             self._pool = None
+
+
+# The old names in the reference API.
+MultiProcessMapData = MultiProcessMapDataZMQ
+MultiProcessMapAndBatchData = MultiProcessMapAndBatchDataZMQ
+ThreadedMapData = MultiThreadMapData

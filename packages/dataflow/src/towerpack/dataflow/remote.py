@@ -6,6 +6,9 @@ batches, each acknowledgement granting as much new credit. The producer (a ROUTE
 consumers with credit, so it never queues data for a slow consumer, and it re-sends the
 unacknowledged datapoints of a consumer that disconnects to the others. A binding consumer keeps
 this account for each producer that connects to it (see :mod:`towerpack.dataflow.credit`).
+
+A server that marks epochs (``dataflow serve --epochs``) ends each iteration of a consumer at
+its end-of-epoch mark; without marks an iteration never ends.
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ import zmq
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
 from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, credit_ack, credit_set, set_heartbeat
 from .security import apply_client_keys
-from .wire import DEFAULT_LIMITS, ControlMessage, WireFormatError, WireLimits, decode_message
+from .wire import (
+    DEFAULT_LIMITS,
+    ControlMessage,
+    WireFormatError,
+    WireLimits,
+    decode_message,
+    set_receive_limit,
+)
 
 __all__ = ["RemoteDataZMQ"]
 
@@ -38,6 +48,10 @@ PARTIAL_ACK_AFTER_MS = 2
 SILENCE_WARN_S = 10.0
 
 
+#: Returned by ``_next`` for an end-of-epoch mark.
+_EPOCH_END = object()
+
+
 @dataclass
 class _Producer:
     """What a consumer owes one producer: acknowledgements, and whether to (re-)announce its window."""
@@ -46,7 +60,10 @@ class _Producer:
     announce: bool = True
 
 
-def _close(sock: zmq.Socket, ctx: zmq.Context) -> None:
+def _close(sock: zmq.Socket, ctx: zmq.Context, monitor: zmq.Socket | None = None) -> None:
+    if monitor is not None:
+        sock.disable_monitor()
+        monitor.close(linger=0)
     sock.close(linger=0)
     ctx.term()
 
@@ -69,9 +86,13 @@ class RemoteDataZMQ(DataFlow):
         timeout: raise ``TimeoutError`` when no datapoint arrives for this many seconds.
         heartbeat: disconnect from a producer that answers no ZMQ heartbeat for this many seconds
             (None: never).
+        limits: the wire limits of received messages; a frame larger than they allow makes ZMQ
+            drop the connection before the frame is stored.
 
     Call :meth:`reset_state` to open the socket and :meth:`close` to release it. Each datapoint is
-    validated; a malformed message is logged and skipped. Received arrays view the ZMQ frames.
+    validated; a malformed message is counted in ``malformed``, logged and skipped. Received
+    arrays view the ZMQ frames. When the producer marks epochs, an iteration ends at each mark
+    and ``epoch`` holds the number of the last epoch that ended.
     """
 
     def __init__(
@@ -107,6 +128,7 @@ class RemoteDataZMQ(DataFlow):
         self.ack_every = max(1, min(8, self.hwm // 4))
         self.received = 0
         self.malformed = 0
+        self.epoch = 0
         self._sock: zmq.Socket | None = None
         self._finalizer: weakref.finalize | None = None
         self._guard = DataFlowReentrantGuard()
@@ -120,11 +142,15 @@ class RemoteDataZMQ(DataFlow):
         sock = ctx.socket(zmq.ROUTER if self.bind else zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, self.hwm + 16)
+        sock.setsockopt(zmq.RCVTIMEO, PARTIAL_ACK_AFTER_MS)
+        set_receive_limit(sock, self.limits)
         if self.bind:
             sock.setsockopt(zmq.ROUTING_ID, BOUND_CONSUMER_ID)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         else:
             sock.setsockopt(zmq.ROUTING_ID, f"c-{os.getpid()}-{uuid.uuid4().hex[:8]}".encode())
+        # Tells when the server refuses us (key not authorized, or too many connections).
+        monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         try:
             set_heartbeat(sock, self.heartbeat)
             if self.curve_server_key is not None:
@@ -134,14 +160,15 @@ class RemoteDataZMQ(DataFlow):
             else:
                 sock.connect(self.addr)
         except BaseException:
-            _close(sock, ctx)
+            _close(sock, ctx, monitor)
             raise
-        self._ctx, self._sock = ctx, sock
-        self._finalizer = weakref.finalize(self, _close, sock, ctx)
+        self._ctx, self._sock, self._monitor = ctx, sock, monitor
+        self._finalizer = weakref.finalize(self, _close, sock, ctx, monitor)
         # Producers by routing id; a connecting consumer's one producer is None.
         self._producers: dict[bytes | None, _Producer] = {} if self.bind else {None: _Producer()}
         self._data_at = time.monotonic()
         self._warned = False
+        self._refused = False
         self._credit_due = False
 
     def _send_control(self, ident: bytes | None, frames: list) -> bool:
@@ -173,7 +200,10 @@ class RemoteDataZMQ(DataFlow):
             raise RuntimeError("RemoteDataZMQ: call reset_state() before iterating")
         with self._guard:
             while True:
-                yield self._next()
+                dp = self._next()
+                if dp is _EPOCH_END:
+                    return
+                yield dp
 
     def _warn_silence(self) -> None:
         self._warned = True
@@ -198,16 +228,22 @@ class RemoteDataZMQ(DataFlow):
 
     def _wait(self, last: float, resync_at: float) -> float:
         """Nothing queued: wait a little, acknowledging and re-announcing; return the next resync time."""
-        # In a steady stream the next datapoint comes within a moment; acknowledging each one
-        # while waiting for it would double the messages both sides handle.
-        if self._sock.poll(PARTIAL_ACK_AFTER_MS):
-            return resync_at
-        # The producer may be waiting for credit: it can cap our window below ack_every.
+        # Called after PARTIAL_ACK_AFTER_MS without data (the receive timeout). In a steady stream
+        # the next datapoint comes within that moment, and acknowledging each one while waiting
+        # for it would double the messages both sides handle. Now the producer may be waiting
+        # for credit: it can cap our window below ack_every.
         self._flush_credit(partial=True)
         waiting = any(p.announce for p in self._producers.values()) or not self._producers
         if self._sock.poll(100 if waiting else int(RESYNC_S * 1000) // 4):
             return resync_at
         self._flush_credit(partial=True)
+        if self._monitor.poll(0) and not self._refused:
+            self._refused = True
+            logger.warning(
+                "RemoteDataZMQ: %s refused this client during the handshake: its CURVE key is not "
+                "authorized, or the server has its maximum of connections (--max-consumers)",
+                self.addr,
+            )
         now = time.monotonic()
         if self.timeout is not None and now - last > self.timeout:
             raise TimeoutError(f"RemoteDataZMQ: no datapoint from {self.addr} for {self.timeout:g} s")
@@ -230,8 +266,8 @@ class RemoteDataZMQ(DataFlow):
             self._credit_due = False
             self._flush_credit()
         while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            try:  # waits in ZMQ for up to PARTIAL_ACK_AFTER_MS (RCVTIMEO): no Python polling per message
+                frames = sock.recv_multipart(copy=False)
             except zmq.Again:
                 resync_at = self._wait(last, resync_at)
                 continue
@@ -248,6 +284,11 @@ class RemoteDataZMQ(DataFlow):
             if producer is None:  # a producer that connected to this binding consumer
                 producer = self._producers[ident] = _Producer()
             if isinstance(msg, ControlMessage):
+                if msg.kind == "eoe":
+                    epoch = msg.fields.get("epoch")
+                    if type(epoch) is int:
+                        self.epoch = epoch
+                        return _EPOCH_END
                 if msg.kind not in ("ping", "hello"):
                     logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind)
                 continue

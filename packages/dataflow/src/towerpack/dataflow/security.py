@@ -1,15 +1,29 @@
-"""CURVE keys for prefetch servers and their clients (thin helpers over ``zmq.auth``)."""
+"""Who may connect to a data server: CURVE keys (helpers over ``zmq.auth``) and a connection cap.
+
+A server answers ZMQ's authentication requests (ZAP) itself, in its own loop, with
+:class:`Gatekeeper`: a connection is admitted if its CURVE key is authorized (when the server
+uses CURVE with an authorized-keys directory) and the server has fewer than its maximum of
+connections. Without CURVE, ZAP still runs (the socket gets a ZAP domain), so the cap holds too.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
-__all__ = ["apply_client_keys", "apply_server_keys", "create_keys", "load_public_key"]
+__all__ = ["Gatekeeper", "apply_client_keys", "apply_server_keys", "create_keys", "load_public_key"]
+
+logger = logging.getLogger(__name__)
+
+#: Where libzmq sends authentication requests (ZAP, RFC 27) within a context.
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+ZAP_DOMAIN = b"towerpack"
 
 
 def create_keys(directory: str | os.PathLike, name: str = "server") -> tuple[Path, Path]:
@@ -43,32 +57,64 @@ def load_public_key(key: str | os.PathLike | bytes) -> bytes:
     return _load(key, need_secret=False)[0]
 
 
-def apply_server_keys(
-    ctx: zmq.Context,
-    sock: zmq.Socket,
-    secret_key_file: str | os.PathLike,
-    authorized_dir: str | os.PathLike | None,
-) -> ThreadAuthenticator:
-    """Make ``sock`` a CURVE server; only clients whose public keys are in ``authorized_dir`` get in.
-
-    Without ``authorized_dir`` any client that knows the server's public key may connect (the
-    traffic is still encrypted). Returns the started authenticator; stop it when done.
-    """
+def apply_server_keys(sock: zmq.Socket, secret_key_file: str | os.PathLike) -> None:
+    """Make ``sock`` a CURVE server with the key pair in ``secret_key_file``."""
     public, secret = _load(secret_key_file, need_secret=True)
-    auth = ThreadAuthenticator(ctx)
-    auth.start()
-    if authorized_dir is None:
-        auth.configure_curve(domain="*", location=zmq.auth.CURVE_ALLOW_ANY)
-    else:
-        d = Path(authorized_dir)
-        if not d.is_dir():
-            auth.stop()
-            raise FileNotFoundError(f"authorized keys directory {d} does not exist")
-        auth.configure_curve(domain="*", location=str(d))
     sock.curve_secretkey = secret
     sock.curve_publickey = public
     sock.curve_server = True
-    return auth
+
+
+def load_authorized(directory: str | os.PathLike) -> set[bytes]:
+    """The Z85 public keys of the ``*.key`` files in ``directory``."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"authorized keys directory {d} does not exist")
+    return set(zmq.auth.load_certificates(str(d)))
+
+
+class Gatekeeper:
+    """Answers the ZAP requests of one context's sockets: authorized CURVE keys, and ``admit()``.
+
+    ``authorized`` is the set of admitted Z85 public keys (None: any key); ``admit`` says whether
+    one more connection may come in. Call :meth:`handle` when :attr:`sock` is readable.
+    """
+
+    def __init__(self, ctx: zmq.Context, authorized: set[bytes] | None, admit: Callable[[], bool]) -> None:
+        self.authorized = authorized
+        self.admit = admit
+        self.refused = 0
+        self.sock = ctx.socket(zmq.REP)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(ZAP_ENDPOINT)
+
+    def _decide(self, mechanism: bytes, credentials: list[bytes]) -> tuple[bytes, bytes]:
+        if mechanism == b"CURVE" and self.authorized is not None:
+            if not credentials or z85.encode(credentials[0]) not in self.authorized:
+                return b"400", b"key not authorized"
+        elif mechanism not in (b"NULL", b"CURVE"):
+            return b"400", b"mechanism not allowed"
+        if not self.admit():
+            return b"400", b"too many connections"
+        return b"200", b"OK"
+
+    def handle(self) -> None:
+        frames = self.sock.recv_multipart()
+        if len(frames) < 6:
+            self.sock.send_multipart(
+                [b"1.0", frames[1] if len(frames) > 1 else b"", b"400", b"bad request", b"", b""]
+            )
+            return
+        request_id, mechanism, credentials = frames[1], frames[5], frames[6:]
+        status, text = self._decide(mechanism, credentials)
+        if status != b"200":
+            self.refused += 1
+            if self.refused <= 10 or self.refused % 100 == 0:
+                logger.warning("refused a connection #%d: %s", self.refused, text.decode())
+        self.sock.send_multipart([b"1.0", request_id, status, text, b"", b""])
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
 
 
 def apply_client_keys(

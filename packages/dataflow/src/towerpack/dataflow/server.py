@@ -7,6 +7,12 @@ when their consumer disconnects, so a dead consumer strands nothing; ZMQ heartbe
 a consumer that hangs. Messages from clients are validated; anything malformed is logged and
 ignored. A server that connects (``bind=False``) says hello to the binding consumer until it
 hears from it (see :mod:`towerpack.dataflow.credit`).
+
+With ``mark_epochs`` the server closes every epoch of its dataflow with an ``eoe`` message to
+each consumer, sent once every datapoint of the epoch has been acknowledged (re-sent ones
+included), so a consumer's datapoints before the mark all belong to that epoch or earlier.
+The server admits at most ``max_consumers`` connections (see
+:class:`~towerpack.dataflow.security.Gatekeeper`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +27,9 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from .base import DataFlow
+from .common import EpochEnd, repeat_forever
 from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, hello, set_heartbeat
-from .security import apply_server_keys
+from .security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
 from .wire import ControlMessage, WireFormatError, WireLimits, decode_message, encode, encode_control
 
 __all__ = ["DataServer", "ServerError", "send_dataflow_zmq"]
@@ -37,9 +43,28 @@ PROBE_PERIOD_S = 5.0
 HELLO_PERIOD_S = 0.2
 #: Largest window one consumer may ask for.
 MAX_WINDOW = 1000
+#: Connections a server admits by default.
+MAX_CONSUMERS = 128
+#: A connection that has not finished its ZMQ handshake after this long is closed (ms).
+HANDSHAKE_MS = 5000
 #: Client messages are small control messages; anything bigger closes that connection.
 MAX_CLIENT_MESSAGE = 64 * 1024
 CLIENT_LIMITS = WireLimits(max_frames=0, max_header_bytes=4096, max_depth=2, max_nodes=16)
+
+
+def parse_credit(frames: list) -> tuple[int, int | None]:
+    """``(ack, window)`` of a client's credit message; anything else raises :class:`WireFormatError`."""
+    msg = decode_message(frames, limits=CLIENT_LIMITS)
+    if not isinstance(msg, ControlMessage) or msg.kind != "credit":
+        raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
+    ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
+    if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
+        raise WireFormatError(f"bad acknowledgement count {ack!r}")
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
+    ):
+        raise WireFormatError(f"bad window {window!r}")
+    return ack, window
 
 
 class ServerError(RuntimeError):
@@ -52,14 +77,12 @@ class _Peer:
     unacked: deque = field(default_factory=deque)
 
 
-def _forever(df: DataFlow) -> Iterator[Any]:
-    while True:
-        empty = True
-        for dp in df:
-            empty = False
-            yield dp
-        if empty:
-            raise RuntimeError(f"the dataflow {type(df).__name__} produced no datapoints in an epoch")
+@dataclass
+class _Rate:
+    """Datapoints sent since the last status line, for ``stats_every``."""
+
+    since: float = 0.0
+    sent_then: int = 0
 
 
 class DataServer:
@@ -79,6 +102,12 @@ class DataServer:
         heartbeat: disconnect a consumer that answers no ZMQ heartbeat for this many seconds (it
             hangs, or the network dropped it) and give its unacknowledged datapoints to the
             others; None: only when its connection closes.
+        mark_epochs: iterate ``df`` epoch by epoch and send every consumer an end-of-epoch mark
+            once all of an epoch's datapoints are acknowledged (``RemoteDataZMQ`` then ends
+            an iteration there).
+        max_consumers: connections admitted at once; more are refused during the ZMQ handshake.
+        stats_every: report a status line (datapoints/s, consumers, unacknowledged datapoints)
+            every this many seconds; None: never.
     """
 
     def __init__(
@@ -93,11 +122,18 @@ class DataServer:
         allow_pickle: bool = False,
         report=None,
         heartbeat: float | None = HEARTBEAT_S,
+        mark_epochs: bool = False,
+        max_consumers: int = MAX_CONSUMERS,
+        stats_every: float | None = None,
     ) -> None:
         if curve_authorized is not None and curve_secret_key is None:
             raise ValueError("curve_authorized needs curve_secret_key (the server's own key)")
         if isinstance(hwm, bool) or not isinstance(hwm, int) or not 1 <= hwm <= MAX_WINDOW:
             raise ValueError(f"hwm must be an integer from 1 to {MAX_WINDOW}, got {hwm!r}")
+        if isinstance(max_consumers, bool) or not isinstance(max_consumers, int) or max_consumers < 1:
+            raise ValueError(f"max_consumers must be a positive integer, got {max_consumers!r}")
+        if stats_every is not None and not stats_every > 0:
+            raise ValueError(f"stats_every must be a positive number of seconds or None, got {stats_every!r}")
         check_heartbeat(heartbeat)
         self.df = df
         self.addr = addr
@@ -108,12 +144,25 @@ class DataServer:
         self.curve_authorized = curve_authorized
         self.allow_pickle = allow_pickle
         self.report = report or (lambda line: logger.info("%s", line))
+        self.mark_epochs = mark_epochs
+        self.max_consumers = max_consumers
+        self.stats_every = stats_every
         self.peers: dict[bytes, _Peer] = {}
         self.sent = 0
         self.malformed = 0
+        self.epochs = 0
         self._order: deque[bytes] = deque()
         self._pending: deque[list] = deque()
         self._probe_at: list[float] = []
+        self._connections: set[int] = set()
+        self._epoch_end: EpochEnd | None = None
+        self._marks_due: set[bytes] = set()
+        self._rate = _Rate()
+
+    @property
+    def unacked(self) -> int:
+        """Datapoints sent to consumers and not yet acknowledged."""
+        return sum(len(p.unacked) for p in self.peers.values())
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -132,16 +181,7 @@ class DataServer:
     def _on_message(self, frames: list) -> None:
         ident = frames[0].bytes
         try:
-            msg = decode_message(frames[1:], limits=CLIENT_LIMITS)
-            if not isinstance(msg, ControlMessage) or msg.kind != "credit":
-                raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
-            ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
-            if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
-                raise WireFormatError(f"bad acknowledgement count {ack!r}")
-            if window is not None and (
-                isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
-            ):
-                raise WireFormatError(f"bad window {window!r}")
+            ack, window = parse_credit(frames[1:])
         except WireFormatError as e:
             self.malformed += 1
             if self.malformed <= 10 or self.malformed % 100 == 0:
@@ -160,6 +200,24 @@ class DataServer:
             peer.credit = max(0, min(window, self.hwm) - len(peer.unacked))
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
+
+    def _connection_events(self) -> bool:
+        """Track open connections from the socket's events; True if one closed."""
+        disconnected = False
+        while self.monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self.monitor)
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self._connections.add(event["value"])
+            else:
+                self._connections.discard(event["value"])
+                disconnected = True
+        return disconnected
+
+    def _admit(self) -> bool:
+        """Whether the connection asking to be authenticated may come in (it is counted already)."""
+        if self._connection_events():  # its accept event may still be queued
+            self._probe_at = [time.monotonic() + d for d in PROBE_DELAYS_S]
+        return len(self._connections) <= self.max_consumers
 
     def _probe(self) -> None:
         ping = encode_control("ping")
@@ -180,10 +238,37 @@ class DataServer:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _next_message(self) -> list:
+    def _next_message(self) -> list | None:
+        """The next datapoint to send, or None at an epoch's end (until its mark is sent)."""
         if self._pending:
             return self._pending.popleft()
-        return encode(next(self._source), self.allow_pickle)
+        if self._epoch_end is not None:
+            return None
+        dp = next(self._source)
+        if type(dp) is EpochEnd:
+            self._epoch_end = dp
+            return None
+        return encode(dp, self.allow_pickle)
+
+    def _mark_epoch(self) -> None:
+        """Once every datapoint of the ending epoch is acknowledged, send each consumer the mark."""
+        if self._pending or any(p.unacked for p in self.peers.values()):
+            return
+        if not self._marks_due:
+            self._marks_due = set(self.peers)
+        mark = encode_control("eoe", epoch=self._epoch_end.epoch)
+        for ident in list(self._marks_due):
+            try:
+                self.sock.send_multipart([ident, *mark], flags=zmq.NOBLOCK)
+            except zmq.ZMQError as e:
+                if e.errno == zmq.EAGAIN:
+                    continue  # its queue is full: try again next round
+                if e.errno != zmq.EHOSTUNREACH:
+                    raise
+            self._marks_due.discard(ident)
+        if not self._marks_due:
+            self.epochs = self._epoch_end.epoch
+            self._epoch_end = None
 
     def _next_ready(self, blocked: set[bytes]) -> bytes | None:
         """The next consumer in round-robin order that has credit (moved to the back), or None."""
@@ -205,6 +290,8 @@ class DataServer:
             if ident is None:
                 break
             msg = self._next_message()
+            if msg is None:
+                break
             try:
                 sock.send(ident, zmq.SNDMORE | zmq.NOBLOCK)
             except zmq.ZMQError as e:
@@ -234,15 +321,20 @@ class DataServer:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.SNDHWM, self.hwm + 16)
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_CLIENT_MESSAGE)
+        self.sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_MS)
+        self.sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)  # so that the gatekeeper sees every connection
         set_heartbeat(self.sock, self.heartbeat)
+        authorized = None
         if self.curve_secret_key is not None:
             try:
-                self.auth = apply_server_keys(
-                    self.ctx, self.sock, self.curve_secret_key, self.curve_authorized
-                )
+                apply_server_keys(self.sock, self.curve_secret_key)
+                if self.curve_authorized is not None:
+                    authorized = load_authorized(self.curve_authorized)
             except (OSError, ValueError) as e:
                 raise ServerError(f"CURVE setup failed: {e}") from None
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        # Connections are counted from TCP accept (the one being authenticated included) to close.
+        self.auth = Gatekeeper(self.ctx, authorized, self._admit)
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED)
         try:
             if self.bind:
                 self.sock.bind(self.addr)
@@ -258,7 +350,7 @@ class DataServer:
         if getattr(self, "sock", None) is not None:
             self.sock.close(linger=0)
         if getattr(self, "auth", None) is not None:
-            self.auth.stop()
+            self.auth.close()
         if getattr(self, "ctx", None) is not None:
             self.ctx.term()
         close = getattr(self.df, "close", None)
@@ -268,37 +360,41 @@ class DataServer:
     def serve(self, max_datapoints: int | None = None, duration: float | None = None) -> int:
         """Serve until interrupted (or ``max_datapoints`` sent, or ``duration`` seconds); return the count."""
         self.df.reset_state()  # before any thread exists: it may fork workers
-        self._source = _forever(self.df)
+        self._source = repeat_forever(self.df, mark_epochs=self.mark_epochs)
         self.sock = self.monitor = self.auth = self.ctx = None
         try:
             self._open()
             poller = zmq.Poller()
             poller.register(self.sock, zmq.POLLIN)
             poller.register(self.monitor, zmq.POLLIN)
+            poller.register(self.auth.sock, zmq.POLLIN)
             end = None if duration is None else time.monotonic() + duration
             next_probe = time.monotonic() + PROBE_PERIOD_S
             next_hello = 0.0
-            self.report(f"serving on {self.addr}" + (" (CURVE)" if self.auth is not None else ""))
+            self._rate = _Rate(time.monotonic(), 0)
+            self.report(f"serving on {self.addr}" + (" (CURVE)" if self.curve_secret_key is not None else ""))
             self._say_count()
             while max_datapoints is None or self.sent < max_datapoints:
                 now = time.monotonic()
                 if end is not None and now >= end:
                     break
-                can_send = any(p.credit > 0 for p in self.peers.values())
+                # At an epoch's end only re-sent datapoints may go out until the mark is sent.
+                more = self._epoch_end is None or self._pending
+                can_send = bool(more) and any(p.credit > 0 for p in self.peers.values())
                 events = dict(poller.poll(0 if can_send else 100))
                 while events.get(self.sock):
                     self._on_message(self.sock.recv_multipart(copy=False))
                     if not self.sock.poll(0, zmq.POLLIN):
                         break
-                if events.get(self.monitor):
-                    while self.monitor.poll(0, zmq.POLLIN):
-                        recv_monitor_message(self.monitor)
+                if events.get(self.monitor) and self._connection_events():
                     self._probe_at = [now + d for d in PROBE_DELAYS_S]
                     if not self.bind:
                         # Our one connection broke: the consumer we reconnect to (maybe a new one
                         # under the same name) must get again what was not acknowledged.
                         for ident in list(self.peers):
                             self._drop_peer(ident)
+                if events.get(self.auth.sock):
+                    self.auth.handle()
                 if (self._probe_at and now >= self._probe_at[0]) or now >= next_probe:
                     if self._probe_at and now >= self._probe_at[0]:
                         self._probe_at.pop(0)
@@ -310,9 +406,23 @@ class DataServer:
                     next_hello = now + HELLO_PERIOD_S
                 budget = 32 if max_datapoints is None else min(32, max_datapoints - self.sent)
                 self._send_some(budget)
+                if self._epoch_end is not None:
+                    self._mark_epoch()
+                if self.stats_every is not None and now - self._rate.since >= self.stats_every:
+                    self._report_stats(now)
         finally:
             self._close()
         return self.sent
+
+    def _report_stats(self, now: float) -> None:
+        rate = (self.sent - self._rate.sent_then) / max(now - self._rate.since, 1e-9)
+        self._rate = _Rate(now, self.sent)
+        most = max((len(p.unacked) for p in self.peers.values()), default=0)
+        epoch = f", {self.epochs} epochs done" if self.mark_epochs else ""
+        self.report(
+            f"{rate:.1f} datapoints/s, {len(self.peers)} consumers, {self.unacked} unacknowledged "
+            f"(at most {most} by one consumer), {self.malformed} malformed messages ignored{epoch}"
+        )
 
 
 def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, bind: bool = False, **kwargs: Any) -> None:
@@ -321,6 +431,6 @@ def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, bind: bool = False
     By default it connects to a consumer that binds (``RemoteDataZMQ(addr, bind=True)``), and
     several producers may connect to one such consumer; with ``bind=True`` it binds, for
     consumers that connect. A thin wrapper over :class:`DataServer`; ``kwargs`` go to it (CURVE
-    keys, ``allow_pickle``, ``heartbeat``).
+    keys, ``allow_pickle``, ``heartbeat``, ``mark_epochs``, ``max_consumers``).
     """
     DataServer(df, addr, bind=bind, hwm=hwm, **kwargs).serve()

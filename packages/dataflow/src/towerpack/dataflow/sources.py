@@ -1,4 +1,4 @@
-"""Dataflows that produce datapoints: from a list, from a generator, or fake arrays."""
+"""Dataflows that produce datapoints: from a list, a generator, an iterable, a queue, or fake arrays."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from .base import DataFlow, LengthUnknownError, RNGDataFlow
 
-__all__ = ["DataFromGenerator", "DataFromList", "FakeData"]
+__all__ = ["DataFromGenerator", "DataFromIterable", "DataFromList", "DataFromQueue", "FakeData"]
 
 
 class DataFromList(RNGDataFlow):
@@ -56,6 +56,48 @@ class DataFromGenerator(DataFlow):
             )
         self._used = True
         yield from self._gen
+
+
+class DataFromIterable(DataFlow):
+    """Yield the items of an iterable, iterating it again each epoch.
+
+    The length is the iterable's when it has one. A one-shot iterator (a generator object) is
+    empty after its first epoch; an epoch without datapoints after a full one raises instead of
+    silently ending training.
+    """
+
+    def __init__(self, iterable: Iterable[Any]) -> None:
+        self._itr = iterable
+        self._yielded_before = False
+
+    def __len__(self) -> int:
+        try:
+            return len(self._itr)  # type: ignore[arg-type]
+        except TypeError:
+            raise LengthUnknownError(f"DataFromIterable: {type(self._itr).__name__} has no length") from None
+
+    def __iter__(self) -> Iterator[Any]:
+        empty = True
+        for x in self._itr:
+            empty = False
+            yield x
+        if empty and self._yielded_before:
+            raise RuntimeError(
+                f"DataFromIterable: {type(self._itr).__name__} yielded nothing this epoch after a full "
+                "one: it is a one-shot iterator; pass a list or a re-iterable object"
+            )
+        self._yielded_before = self._yielded_before or not empty
+
+
+class DataFromQueue(DataFlow):
+    """Yield ``queue.get()`` forever (a ``queue.Queue`` or ``multiprocessing.Queue``); no length."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            yield self.queue.get()
 
 
 class FakeData(RNGDataFlow):

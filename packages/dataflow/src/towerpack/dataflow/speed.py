@@ -10,6 +10,7 @@ import numpy as np
 import tqdm
 
 from .base import DataFlow
+from .common import repeat_forever
 
 __all__ = ["SpeedReport", "TestDataSpeed", "benchmark"]
 
@@ -59,16 +60,7 @@ def benchmark(
     if reset:
         df.reset_state()
 
-    def stream():
-        while True:
-            empty = True
-            for dp in df:
-                empty = False
-                yield dp
-            if empty:
-                raise RuntimeError("the dataflow produced no datapoints")
-
-    it = stream()
+    it = repeat_forever(df)
     for _ in range(warmup):
         next(it)
     nbytes = 0

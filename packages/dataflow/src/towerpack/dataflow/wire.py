@@ -10,14 +10,20 @@ carry only a header.
 Receiving never copies array data: arrays are ``np.frombuffer`` views of the received
 frames. Every header is checked (allowed dtypes, ``prod(shape) * itemsize`` equal to the frame
 length, bounded counts, sizes and nesting) before any frame is touched; any violation raises
-:class:`WireFormatError`. The encoder enforces the same limits, so that it never produces a
-message that receivers reject. Pickle is used only where both sides pass ``allow_pickle=True``.
+:class:`WireFormatError`, and so does anything else wrong with a message: decoding a peer's
+message gives a valid datapoint or that one exception, never another. The encoder enforces the
+same limits, so that it never produces a message that receivers reject. Pickle is used only
+where both sides pass ``allow_pickle=True``.
+
+Files store a datapoint as one byte string: :func:`pack` lays the same frames out behind a small
+length table, and :func:`unpack` checks that table and decodes the frames in place.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +42,11 @@ __all__ = [
     "decode_message",
     "encode",
     "encode_control",
+    "pack",
     "recv_datapoint",
     "send_datapoint",
+    "set_receive_limit",
+    "unpack",
 ]
 
 VERSION = 1
@@ -85,10 +94,24 @@ class WireLimits:
     max_depth: int = 16
     max_nodes: int = 100_000
     max_ndim: int = 32
-    max_array_bytes: int = 1 << 34
+    max_array_bytes: int = 1 << 31
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame a message within these limits can have (a header or an array)."""
+        return max(self.max_header_bytes, self.max_array_bytes)
 
 
 DEFAULT_LIMITS = WireLimits()
+
+
+def set_receive_limit(sock: zmq.Socket, limits: WireLimits = DEFAULT_LIMITS) -> None:
+    """Make ZMQ drop a peer that sends a frame larger than any message within ``limits`` can have.
+
+    ZMQ checks this size per frame while receiving, before the frame is stored, so an oversized
+    message costs the receiver no memory (the sender is disconnected and may reconnect).
+    """
+    sock.setsockopt(zmq.MAXMSGSIZE, limits.max_frame_bytes)
 
 
 @dataclass(frozen=True)
@@ -304,12 +327,14 @@ class _Planner:
         for d in shape:
             if type(d) is not int or d < 0:  # bool is not int here
                 raise WireFormatError(f"malformed shape {_short(shape)}")
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes > self.limits.max_array_bytes:
+        # A zero dimension must not hide huge others: numpy refuses such shapes even when empty.
+        extent = math.prod(d or 1 for d in shape) * dtype.itemsize
+        if extent > self.limits.max_array_bytes:
             raise WireFormatError(
-                f"array of shape {shape} and dtype {dtype} declares {nbytes} bytes, "
+                f"array of shape {shape} and dtype {dtype} spans {extent} bytes, "
                 f"over the limit of {self.limits.max_array_bytes}"
             )
+        nbytes = math.prod(shape) * dtype.itemsize
         self.nframes += 1
         return ("a", dtype, tuple(shape), nbytes, self.nframes)
 
@@ -348,7 +373,12 @@ def _build(node: tuple, frames: list, allow_pickle: bool) -> Any:
             "message contains a pickled object but pickle is not enabled "
             "(pass allow_pickle=True on both ends to allow it)"
         )
-    return pickle.loads(_frame_bytes(frames[node[1]]))
+    try:
+        return pickle.loads(_frame_bytes(frames[node[1]]))
+    except Exception as e:
+        raise WireFormatError(
+            f"pickled object cannot be loaded ({type(e).__name__}: {_short(str(e))})"
+        ) from None
 
 
 #: Plans of headers validated under DEFAULT_LIMITS, by header bytes.
@@ -365,8 +395,17 @@ def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits 
     """Decode a received message: a datapoint, or a :class:`ControlMessage` for other kinds.
 
     ``frames`` are ``zmq.Frame`` objects (from ``recv_multipart(copy=False)``) or bytes-like.
-    Raises :class:`WireFormatError` for anything malformed.
+    Raises :class:`WireFormatError` for anything malformed, and for nothing else.
     """
+    try:
+        return _decode_message(frames, allow_pickle, limits)
+    except WireFormatError:
+        raise
+    except Exception as e:  # a case the checks missed must still not end a receiver
+        raise WireFormatError(f"malformed message ({type(e).__name__}: {_short(str(e))})") from None
+
+
+def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> Any:
     if not frames:
         raise WireFormatError("empty message")
     if len(frames) > limits.max_frames + 1:
@@ -419,6 +458,62 @@ def decode(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAUL
     if isinstance(out, ControlMessage):
         raise WireFormatError(f"expected a datapoint, got a {out.kind!r} control message")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Records: one datapoint as one byte string (files)
+
+#: ``u32`` frame count, then one ``u64`` length per frame, then the frames, each 8-byte aligned.
+_COUNT = struct.Struct("<I")
+_ALIGN = 8
+
+
+def _padding(n: int) -> int:
+    return -n % _ALIGN
+
+
+def pack(dp: Any, allow_pickle: bool = False) -> bytes:
+    """Encode a datapoint as one byte string: the frames of :func:`encode` behind a length table.
+
+    Arrays start at multiples of 8 bytes from the start of the record, so :func:`unpack` gives
+    aligned arrays when the record sits in an aligned buffer.
+    """
+    frames = [
+        memoryview(f.reshape(-1).view(np.uint8)) if isinstance(f, np.ndarray) else memoryview(f)
+        for f in encode(dp, allow_pickle)
+    ]
+    table = _COUNT.pack(len(frames)) + struct.pack(f"<{len(frames)}Q", *(f.nbytes for f in frames))
+    parts = [table, bytes(_padding(len(table)))]
+    for f in frames:
+        parts += [f, bytes(_padding(f.nbytes))]
+    return b"".join(parts)
+
+
+def unpack(record: Any, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
+    """Decode a record made by :func:`pack`; arrays are views of ``record`` (writable if it is).
+
+    Raises :class:`WireFormatError` when the record is truncated or malformed.
+    """
+    buf = memoryview(record).cast("B")
+    if buf.nbytes < _COUNT.size:
+        raise WireFormatError(f"record of {buf.nbytes} bytes is too short for its frame count")
+    (count,) = _COUNT.unpack_from(buf)
+    if not 1 <= count <= limits.max_frames + 1:
+        raise WireFormatError(f"record declares {count} frames (limit {limits.max_frames + 1})")
+    offset = _COUNT.size + 8 * count
+    if buf.nbytes < offset:
+        raise WireFormatError(f"record of {buf.nbytes} bytes is too short for its {count} frame lengths")
+    lengths = struct.unpack_from(f"<{count}Q", buf, _COUNT.size)
+    offset += _padding(offset)
+    frames = []
+    for n in lengths:
+        if n > buf.nbytes - offset:
+            raise WireFormatError(
+                f"record of {buf.nbytes} bytes is truncated: a frame of {n} bytes is missing"
+            )
+        frames.append(buf[offset : offset + n])
+        offset += n + _padding(n)
+    return decode(frames, allow_pickle, limits)
 
 
 # ---------------------------------------------------------------------------------------------

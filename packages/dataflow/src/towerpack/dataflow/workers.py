@@ -3,6 +3,12 @@
 The parent polls its sockets together with every worker's process sentinel when it waits, and
 checks the sentinels every ``LIVENESS_CHECK_S`` while data is queued, so a worker that dies
 (even by SIGKILL) is reported as :class:`DataFlowWorkerError` within a fraction of a second.
+
+Parent and workers talk over IPC sockets in a directory only this user can enter (mode 700),
+so other local users cannot connect to them (sockets in Linux's abstract namespace have no
+permissions at all); ZMQ removes each socket file when its socket closes, and the directory
+goes at exit. Every receiving socket drops a peer that sends a frame larger than the wire
+limits allow.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import multiprocessing.connection
 import multiprocessing.util  # registers its exit hook now, so that ours runs first
 import os
 import pickle
+import shutil
+import tempfile
 import time
 import traceback
 import uuid
@@ -24,9 +32,16 @@ import zmq
 
 from .base import DataFlowTerminated
 from .process import ParentWatch, describe_exit, get_mp_context, mask_sigint, stop_processes, worker_prologue
-from .wire import ControlMessage, decode_message, encode_control
+from .wire import (
+    DEFAULT_LIMITS,
+    ControlMessage,
+    WireLimits,
+    decode_message,
+    encode_control,
+    set_receive_limit,
+)
 
-__all__ = ["DataFlowWorkerError", "WorkerGroup", "ipc_address", "worker_recv", "worker_send"]
+__all__ = ["DataFlowWorkerError", "Inbox", "WorkerGroup", "ipc_address", "worker_recv", "worker_send"]
 
 #: How often a blocked worker checks that its parent is still alive (ms).
 LIVENESS_POLL_MS = 500
@@ -40,9 +55,30 @@ class DataFlowWorkerError(RuntimeError):
     """A dataflow worker process raised an exception or died; the message holds its traceback."""
 
 
+#: Longest path an IPC endpoint may have (``sun_path`` holds 108 bytes with its terminator).
+_MAX_IPC_PATH = 100
+_ipc_dir: tuple[int, str] | None = None
+
+
+def _private_dir() -> str:
+    """This process's directory for IPC sockets: mode 700, on local disk, removed at exit."""
+    global _ipc_dir
+    if _ipc_dir is None or _ipc_dir[0] != os.getpid():
+        base = tempfile.gettempdir()
+        if len(base) > 40 or not os.access(base, os.W_OK):  # keep endpoint paths short
+            base = "/tmp"
+        path = tempfile.mkdtemp(prefix="towerpack-ipc-", dir=base)  # created with mode 700
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _ipc_dir = (os.getpid(), path)
+    return _ipc_dir[1]
+
+
 def ipc_address(name: str) -> str:
-    """A fresh IPC endpoint in Linux's abstract namespace (no file to clean up, no NFS issues)."""
-    return f"ipc://@towerpack-{name}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    """A fresh IPC endpoint in this process's private directory, which only this user can enter."""
+    path = os.path.join(_private_dir(), f"{name[:24]}-{uuid.uuid4().hex[:12]}")
+    if len(path) > _MAX_IPC_PATH:
+        raise RuntimeError(f"IPC socket path {path} is too long; set TMPDIR to a shorter directory")
+    return f"ipc://{path}"
 
 
 def worker_send(sock: zmq.Socket, frames: list, watch: ParentWatch) -> None:
@@ -185,23 +221,88 @@ def worker_died(sock: zmq.Socket, group: WorkerGroup, index: int, allow_pickle: 
     return group.died_error(index)
 
 
-def recv_from_workers(
-    sock: zmq.Socket, group: WorkerGroup, poller: zmq.Poller, allow_pickle: bool = False
-) -> Any:
-    """Receive one decoded message on ``sock``; raise if a worker reported an error or died."""
-    if group.stopped:
-        raise DataFlowTerminated(f"{group.name} was closed")
-    dead = group.dead_worker()
-    if dead is not None:
-        raise worker_died(sock, group, dead, allow_pickle)
-    with contextlib.suppress(zmq.Again):  # fast path: a message is already queued
-        frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-        return raise_if_error(decode_message(frames, allow_pickle), group.name)
-    while True:
-        events = dict(poller.poll())
-        if events.get(sock):
-            frames = sock.recv_multipart(copy=False)
-            return raise_if_error(decode_message(frames, allow_pickle), group.name)
-        for fd in events:
-            if fd in group.sentinels:
-                raise worker_died(sock, group, group.sentinels[fd], allow_pickle)
+class Inbox:
+    """The parent's receiving sockets of a worker group: one per worker, or one that all share.
+
+    :meth:`recv` takes the next message from the sockets it is asked to read, in turn, and
+    raises :class:`DataFlowWorkerError` when a worker reported an error or died.
+    """
+
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        count: int,
+        hwm: int,
+        name: str,
+        allow_pickle: bool = False,
+        limits: WireLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self.group: WorkerGroup | None = None  # the workers that send here, set once they exist
+        self.allow_pickle = allow_pickle
+        self.limits = limits
+        self.socks: list[zmq.Socket] = []
+        self.addrs: list[str] = []
+        for _ in range(count):
+            sock = ctx.socket(zmq.PULL)
+            self.socks.append(sock)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVHWM, hwm)
+            set_receive_limit(sock, limits)
+            addr = ipc_address(name)
+            sock.bind(addr)
+            self.addrs.append(addr)
+        self._all = list(range(count))
+        self._turn = 0
+        self._pollers: dict[tuple[int, ...], tuple[zmq.Poller, dict]] = {}
+
+    def close(self) -> None:
+        for s in self.socks:
+            s.close(linger=0)
+
+    def _decode(self, index: int, frames: list) -> tuple[int, Any]:
+        return index, raise_if_error(decode_message(frames, self.allow_pickle, self.limits), self.group.name)
+
+    def _sock_of(self, worker: int) -> zmq.Socket:
+        return self.socks[0] if len(self.socks) == 1 else self.socks[worker]
+
+    def recv(self, active: Sequence[int] | None = None) -> tuple[int, Any]:
+        """``(socket index, message)`` of the next message on the ``active`` sockets (default: all)."""
+        group = self.group
+        if group.stopped:
+            raise DataFlowTerminated(f"{group.name} was closed")
+        dead = group.dead_worker()
+        if dead is not None:
+            raise worker_died(self._sock_of(dead), group, dead, self.allow_pickle)
+        active = self._all if active is None else active
+        if not active:
+            raise RuntimeError(f"{group.name}: no worker to receive from")
+        n = len(active)
+        for k in range(n):  # fast path: a message is already queued on one of them
+            i = active[(self._turn + k) % n]
+            try:
+                frames = self.socks[i].recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                continue
+            self._turn = (self._turn + k + 1) % n
+            return self._decode(i, frames)
+        poller, by_sock = self._poller(tuple(active))
+        while True:
+            events = dict(poller.poll())
+            for sock, i in by_sock.items():
+                if events.get(sock):
+                    return self._decode(i, sock.recv_multipart(copy=False))
+            for fd in events:
+                if fd in group.sentinels:
+                    dead = group.sentinels[fd]
+                    raise worker_died(self._sock_of(dead), group, dead, self.allow_pickle)
+
+    def _poller(self, active: tuple[int, ...]) -> tuple[zmq.Poller, dict]:
+        """A poller over the ``active`` sockets and every worker's sentinel (made once per set)."""
+        cached = self._pollers.get(active)
+        if cached is None:
+            poller = zmq.Poller()
+            for i in active:
+                poller.register(self.socks[i], zmq.POLLIN)
+            self.group.register(poller)
+            cached = self._pollers[active] = (poller, {self.socks[i]: i for i in active})
+        return cached

@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+from towerpack.dataflow import RemoteDataZMQ, WireLimits
+from towerpack.dataflow.credit import HEARTBEAT_S
+from towerpack.dataflow.wire import DEFAULT_LIMITS
+
 from .queue import QueueInput
 from .utils import logger
 
@@ -23,15 +27,41 @@ class ZMQInput(QueueInput):
     enqueues into a TF FIFOQueue, exactly like :class:`QueueInput`; no custom TF op is involved.
     With ``bind=False`` (the default) it connects to a producer that binds, e.g. ``dataflow
     serve``; several trainer processes reading one producer each receive distinct datapoints.
-    The stream is endless, so ``size()`` is unknown unless given.
+    The stream is endless (a server's end-of-epoch marks are passed over), so ``size()`` is
+    unknown unless given.
+
+    ``curve_server_key``, ``curve_secret_key``, ``limits``, ``heartbeat`` and ``allow_pickle``
+    are those of ``RemoteDataZMQ``: a CURVE server's public key and this client's secret key
+    file, the wire limits of received messages, the heartbeat timeout in seconds.
     """
 
-    def __init__(self, end_point: str, hwm: int = 50, bind: bool = False, size: int | None = None):
-        from towerpack.dataflow import RemoteDataZMQ
-
+    def __init__(
+        self,
+        end_point: str,
+        hwm: int = 50,
+        bind: bool = False,
+        size: int | None = None,
+        *,
+        curve_server_key=None,
+        curve_secret_key=None,
+        limits: WireLimits = DEFAULT_LIMITS,
+        heartbeat: float | None = HEARTBEAT_S,
+        allow_pickle: bool = False,
+    ):
         self.end_point = end_point
         self._fixed_size = size
-        super().__init__(RemoteDataZMQ(end_point, hwm=hwm, bind=bind, timeout=POLL_S))
+        remote = RemoteDataZMQ(
+            end_point,
+            hwm=hwm,
+            bind=bind,
+            timeout=POLL_S,
+            curve_server_key=curve_server_key,
+            curve_secret_key=curve_secret_key,
+            limits=limits,
+            heartbeat=heartbeat,
+            allow_pickle=allow_pickle,
+        )
+        super().__init__(remote)
 
     def _size(self) -> int:
         if self._fixed_size is None:
