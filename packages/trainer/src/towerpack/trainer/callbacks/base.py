@@ -130,6 +130,24 @@ class Callback:
         self._chief_only = bool(value)
         return self
 
+    # ---- what the trainer asks once, after setup_graph --------------------------------------
+    def _takes_part_in_runs(self) -> bool:
+        """Whether ``before_run``/``after_run`` must be called around hooked runs.
+
+        By default: whether the class overrides them. A callback that decides in ``_setup_graph``
+        that it has nothing to fetch (e.g. an empty collection) returns False, so the training
+        step does not pay for calling it.
+        """
+        return _overrides(self, "before_run", "_before_run") or self._uses_after_run()
+
+    def _uses_after_run(self) -> bool:
+        """Whether ``after_run`` does anything (else the trainer does not call it)."""
+        return _overrides(self, "after_run", "_after_run")
+
+    def _uses_trigger_step(self) -> bool:
+        """Whether ``trigger_step`` does anything (else the trainer does not call it)."""
+        return _overrides(self, "trigger_step", "_trigger_step")
+
     def _resolve_fetches(self, fetches):
         """Turn tensor/op names into graph elements; lists, tuples and dicts keep their shape."""
         if isinstance(fetches, dict):
@@ -143,6 +161,17 @@ class Callback:
 
     def __str__(self) -> str:
         return type(self).__name__
+
+
+_RUN_METHODS = ("before_run", "_before_run", "after_run", "_after_run")
+
+
+def _overrides(cb: Callback, *names: str, base: type | None = None) -> bool:
+    """Whether the callback's class (or the instance) replaces any of these methods of ``base``
+    (default: Callback)."""
+    base = base or Callback
+    cls = type(cb)
+    return any(getattr(cls, n) is not getattr(base, n) or n in vars(cb) for n in names)
 
 
 def _name_to_element(graph, name: str) -> str:
@@ -192,8 +221,22 @@ class ProxyCallback(Callback):
     def _after_train(self):
         self.cb.after_train()
 
+    # A proxy takes part in runs when the wrapped callback does, or when a subclass of the proxy
+    # changes the run methods itself.
+    def _takes_part_in_runs(self) -> bool:
+        return self.cb._takes_part_in_runs() or _overrides(self, *_RUN_METHODS, base=_proxy_base(self))
+
+    def _uses_after_run(self) -> bool:
+        own = _overrides(self, "after_run", "_after_run", base=_proxy_base(self))
+        return self.cb._uses_after_run() or own
+
     def __str__(self) -> str:
         return f"{type(self).__name__}({self.cb})"
+
+
+def _proxy_base(proxy: ProxyCallback) -> type:
+    """The class whose run methods only forward: ProxyCallback, or a library proxy that gates."""
+    return getattr(proxy, "_FORWARDING_BASE", ProxyCallback)
 
 
 class CallbackFactory(Callback):

@@ -54,6 +54,9 @@ class RunOp(Callback):
         if self.run_as_trigger:
             self._run()
 
+    def _takes_part_in_runs(self) -> bool:
+        return self._args is not None
+
     def before_run(self, ctx):
         return self._args
 

@@ -331,6 +331,9 @@ class JSONWriter(MonitorBase):
         if self._fname is not None:
             self._stat_now[name] = float(value)
 
+    def _uses_trigger_step(self) -> bool:
+        return self._fname is not None
+
     def _trigger_step(self):
         # Scalars of the epoch's last step are written together with the end-of-epoch ones.
         if self.trainer.local_step != self.trainer.steps_per_epoch - 1:
@@ -385,6 +388,9 @@ class ScalarPrinter(MonitorBase):
         for name, value in sorted(self._dict.items()):
             logger.info("%s: %.6g", name, value)
         self._dict = {}
+
+    def _uses_trigger_step(self) -> bool:
+        return self._enable_step
 
     def _trigger_step(self):
         if self._enable_step and self.trainer.local_step != self.trainer.steps_per_epoch - 1:

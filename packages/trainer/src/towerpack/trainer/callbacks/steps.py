@@ -7,8 +7,8 @@ import sys
 
 import tqdm
 
-from ..compat import tf, tfv1
 from ..common import get_global_step_var
+from ..compat import tf, tfv1
 from .base import Callback
 
 __all__ = ["MaintainStepCounter", "ProgressBar"]
@@ -36,7 +36,7 @@ class MaintainStepCounter(Callback):
     def before_run(self, ctx):
         return self._args
 
-    def _after_run(self, run_context, run_values):
+    def after_run(self, run_context, run_values):
         self.trainer._global_step += 1
 
 
@@ -65,11 +65,17 @@ class ProgressBar(Callback):
                 leave=True,
             )
 
+    def _takes_part_in_runs(self) -> bool:
+        return bool(self._fetches)
+
+    def _uses_after_run(self) -> bool:
+        return bool(self._fetches)
+
     def before_run(self, ctx):
         return self._args
 
     def _after_run(self, run_context, run_values):
-        if self._fetches and self._bar is not None:
+        if self._bar is not None:
             self._bar.set_postfix(
                 {tag: float(v) for tag, v in zip(self._tags, run_values.results, strict=True)}, refresh=False
             )

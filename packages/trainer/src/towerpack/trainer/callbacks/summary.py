@@ -23,6 +23,9 @@ class MovingAverageSummary(Callback):
             else None
         )
 
+    def _takes_part_in_runs(self) -> bool:
+        return self._args is not None
+
     def before_run(self, ctx):
         return self._args
 
@@ -49,15 +52,19 @@ class MergeAllSummaries(Callback):
         periodic = self._period > 0 and (self.trainer.global_step + 1) % self._period == 0
         return last_of_epoch or periodic
 
+    def _takes_part_in_runs(self) -> bool:
+        return self._args is not None and not self._run_alone
+
     def before_run(self, ctx):
-        if self._args is None or self._run_alone or not self._due():
-            return None
-        return self._args
+        return self._args if self._due() else None
 
     def _after_run(self, run_context, run_values):
         if run_values.results is not None:
             self.trainer.monitors.put_summary(run_values.results)
 
+    def _uses_trigger_step(self) -> bool:
+        return self._run_alone and self._summary is not None
+
     def _trigger_step(self):
-        if self._run_alone and self._summary is not None and self._due():
+        if self._due():
             self.trainer.monitors.put_summary(self.trainer.sess.run(self._summary))
