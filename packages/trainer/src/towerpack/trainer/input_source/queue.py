@@ -136,7 +136,10 @@ class QueueInput(FeedfreeInput):
         self._ds_was_reset = False
 
     def _size(self) -> int:
-        return len(self.ds)
+        try:
+            return len(self.ds)
+        except TypeError:
+            raise NotImplementedError(f"{type(self.ds).__name__} has no len()") from None
 
     def _setup(self, input_signature) -> None:
         self._placeholders = placeholders_for(input_signature)
