@@ -28,7 +28,7 @@ $(VENV)/.tools-stamp:
 $(DEPS_STAMP): constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(VENV)/.tools-stamp
 	$(PIP) uninstall --quiet --yes $(OTHER_TF) 2>/dev/null || true
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
-	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA),plot]' -e packages/launcher
+	    -e packages/dataflow -e 'packages/trainer[$(TF_EXTRA),plot,mlflow,shell]' -e packages/launcher
 	touch $@
 
 $(VENV)/.horovod-$(TF_EXTRA)-stamp: $(DEPS_STAMP) scripts/build_horovod.sh

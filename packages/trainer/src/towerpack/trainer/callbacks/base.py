@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..common import get_op_tensor_name, get_tensors_by_names
 from ..compat import tfv1
 
 __all__ = ["Callback", "CallbackFactory", "ProxyCallback"]
@@ -129,6 +130,31 @@ class Callback:
         """Set whether this callback runs only on the chief; returns self for chaining."""
         self._chief_only = bool(value)
         return self
+
+    # ---- helpers for subclasses --------------------------------------------------------------
+    def get_tensors_maybe_in_tower(self, names) -> list:
+        """Tensors by name: in the graph as named, else in the first training tower (so that
+        ``"cost"`` finds ``tower0/cost`` of a multi-tower trainer).
+
+        Raises:
+            KeyError: a name is found in neither.
+        """
+        return [self._tensor_maybe_in_tower(n) for n in names]
+
+    def _tensor_maybe_in_tower(self, name: str):
+        try:
+            return get_tensors_by_names([name])[0]
+        except (KeyError, ValueError):
+            pass
+        towers = getattr(getattr(getattr(self, "trainer", None), "tower_func", None), "towers", None)
+        training = towers.training() if towers is not None else []
+        if len(training):
+            try:
+                return training[0].get_tensor(name)
+            except KeyError:
+                pass
+        where = f" or in tower '{training[0].ns_name}'" if len(training) and training[0].ns_name else ""
+        raise KeyError(f"{self}: no tensor named {get_op_tensor_name(name)[1]!r} in the graph{where}")
 
     # ---- what the trainer asks once, after setup_graph --------------------------------------
     def _takes_part_in_runs(self) -> bool:
