@@ -59,7 +59,9 @@ class _Sampler(threading.Thread):
 def _default_devices(trainer) -> list:
     """CUDA_VISIBLE_DEVICES (ids or UUIDs), else the Horovod local rank's GPU, else all (None)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip():
+    if visible is not None:
+        if visible.strip() in ("", "-1"):
+            return []  # every GPU hidden
         return [int(d) if d.strip().isdigit() else d.strip() for d in visible.split(",")]
     hvd = getattr(trainer, "hvd", None)
     if hvd is not None:
@@ -91,6 +93,9 @@ class GPUUtilizationTracker(Callback):
 
     def _setup_graph(self) -> None:
         devices = self._devices if self._devices is not None else _default_devices(self.trainer)
+        if devices == []:
+            self._disable("CUDA_VISIBLE_DEVICES hides every GPU")
+            return
         try:
             import pynvml
         except ImportError:
