@@ -77,7 +77,7 @@ class ProgressBar(Callback):
         return self._args
 
     def _after_run(self, run_context, run_values):
-        if self._bar is not None:
+        if self._fetches and self._bar is not None:
             self._bar.set_postfix(
                 {tag: float(v) for tag, v in zip(self._tags, run_values.results, strict=True)}, refresh=False
             )

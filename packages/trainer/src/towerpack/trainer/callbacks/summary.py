@@ -61,7 +61,7 @@ class MergeAllSummaries(Callback):
         return self._args is not None and not self._run_alone
 
     def before_run(self, ctx):
-        return self._args if self._due() else None
+        return None if self._run_alone or not self._due() else self._args
 
     def _after_run(self, run_context, run_values):
         if run_values.results is not None:
