@@ -88,7 +88,7 @@ class ScheduledHyperParamSetterTest(unittest.TestCase):
         setter = self.setter([(10, 0.3), (20, 1.0), (30, 1.5)])
         with self.assertNoLogs(logger=logger.LOGGER, level="WARNING"):
             history = self.train(setter, steps_per_epoch=1, max_epoch=22, starting_epoch=21)
-        self.assertEqual(history, {})
+        self.assertEqual(history, {0: 1.0})  # the value scheduled at epoch 20, set again
 
     def test_without_set_at_beginning_the_warning_advises_and_nothing_is_set(self):
         setter = self.setter([(10, 0.3), (20, 0.4), (30, 0.5)], set_at_beginning=False)

@@ -51,7 +51,8 @@ class HyperParam:
 
 
 class GraphVarParam(HyperParam):
-    """A (scalar by default) variable in the graph, found by name, e.g. ``"learning_rate"``."""
+    """A (scalar by default) global or local variable in the graph, found by name, e.g.
+    ``"learning_rate"``."""
 
     def __init__(self, name: str, shape=()):
         self.name = name
@@ -59,9 +60,10 @@ class GraphVarParam(HyperParam):
         self.shape = shape
 
     def setup_graph(self) -> None:
-        found = [v for v in tfv1.global_variables() if v.name == self.var_name]
+        variables = tfv1.global_variables() + tfv1.local_variables()
+        found = [v for v in variables if v.name == self.var_name]
         if not found:
-            names = sorted(v.name for v in tfv1.global_variables())
+            names = sorted(v.name for v in variables)
             raise ValueError(
                 f"GraphVarParam: no variable named '{self.var_name}' in the graph; it has {names}"
             )
@@ -141,15 +143,17 @@ class HyperParamSetter(Callback):
         self._set(self.get_value_to_set())
 
     def _set(self, value) -> None:
+        """Set any value but None (as the reference does, also one equal to the current value);
+        a change is logged, once per epoch (step-based schedules change often)."""
         if value is None:
             return
         old = self.get_current_value()
+        self.param.set_value(value)
         if _same(old, value):
             return
-        self.param.set_value(value)
         trainer = getattr(self, "trainer", None)
         epoch = getattr(trainer, "epoch_num", None)
-        if epoch != self._logged_epoch:  # one message per epoch (step-based schedules change often)
+        if epoch != self._logged_epoch:
             self._logged_epoch = epoch
             logger.info(
                 "[HyperParamSetter] at global step %s, %s changes from %s to %s",
