@@ -191,7 +191,9 @@ class QueueInput(FeedfreeInput):
     def enqueue_function(self, sess) -> Callable[[object], None]:
         """A function that checks one datapoint against the input signature and enqueues it with
         ``sess`` (blocking while the queue is full)."""
-        run = make_session_callable(sess, feeds=self._placeholders, targets=[self._enqueue_op])
+        run = make_session_callable(
+            sess, feeds=self._placeholders, targets=[self._enqueue_op], in_caller_thread=True
+        )
         dtypes = [p.dtype.as_numpy_dtype for p in self._placeholders]
         check = self._check
 
