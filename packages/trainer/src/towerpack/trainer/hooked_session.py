@@ -85,15 +85,16 @@ def _immutable(fetches) -> bool:
 
 
 def _getter(layout):
-    """A function of the flat callable results that rebuilds one fetch structure."""
+    """A function of the flat callable results that rebuilds one fetch structure (None for
+    structures whose value is None: nothing, or ops only)."""
     if layout is None or layout[0] == "op":
-        return lambda flat: None
+        return None
     if layout[0] == "tensor":
         index = layout[1]
         return lambda flat: flat[index]
     container, items = layout
     getters = [_getter(i) for i in items]
-    return lambda flat: container(g(flat) for g in getters)
+    return lambda flat: container(None if g is None else g(flat) for g in getters)
 
 
 class _Plan:
@@ -122,7 +123,9 @@ class _Plan:
                 fetch_names.append(element.name)
             return ("tensor", index[element.name])
 
-        self._getters = [_getter(flatten(s)) for s in structures]
+        getters = [_getter(flatten(s)) for s in structures]
+        self._size = len(getters)
+        self._getters = [(i, g) for i, g in enumerate(getters) if g is not None]
         self._dtypes = []
         for key in feed_keys:
             tensor = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
@@ -136,7 +139,10 @@ class _Plan:
     def run(self, feed_values) -> list:
         args = [np.asarray(v, dtype=dt) for v, dt in zip(feed_values, self._dtypes, strict=True)]
         flat = self.callable(*args)
-        return [g(flat) for g in self._getters]
+        results = [None] * self._size
+        for i, g in self._getters:
+            results[i] = g(flat)
+        return results
 
 
 class HookedRuns:
@@ -157,6 +163,7 @@ class HookedRuns:
         ]
         self._plans: dict = {}
         self._by_identity: dict = {}
+        self._caller_args = tfv1.train.SessionRunArgs(None)
         self._stop_requested = False
 
     def should_stop(self) -> bool:
@@ -166,7 +173,10 @@ class HookedRuns:
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self._stop_requested:
             raise RuntimeError("Run called even after should_stop requested.")
-        context = tfv1.train.SessionRunContext(tfv1.train.SessionRunArgs(fetches, feed_dict), self._raw_sess)
+        args = self._caller_args
+        if args.fetches is not fetches or args.feed_dict is not feed_dict:  # (a namedtuple: shareable)
+            args = self._caller_args = tfv1.train.SessionRunArgs(fetches, feed_dict)
+        context = tfv1.train.SessionRunContext(args, self._raw_sess)
         requests = [before(context) for before in self._before]
         feeds = _merge_feeds(feed_dict, requests)
 
