@@ -24,6 +24,11 @@ def test_schedule_steps_without_interpolation():
     assert [s.value_at(p) for p in range(8)] == [1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 0.01, 0.01]
 
 
+def test_schedule_is_sorted_and_numbers_become_floats():
+    s = ScheduledHyperParamSetter(ObjAttrParam(Holder(), "value"), [(6, 1), (3, 2), (0, "x")])
+    assert s.schedule == [(0, "x"), (3, 2.0), (6, 1.0)]
+
+
 def test_schedule_linear_interpolation_and_before_first_point():
     s = ScheduledHyperParamSetter(ObjAttrParam(Holder(), "value"), [(2, 1.0), (6, 3.0)], interp="linear")
     assert s.value_at(1) is None  # before the first point: left alone
@@ -37,7 +42,7 @@ def test_schedule_linear_interpolation_and_before_first_point():
     ("schedule", "kwargs", "match"),
     [
         ([], {}, "empty"),
-        ([(3, 1.0), (2, 0.5)], {}, "increase strictly"),
+        ([(3, 1.0), (2, 0.5), (3, 0.1)], {}, r"point\(s\) \[3\] appear more than once"),
         ([(1, 1.0)], {"interp": "cubic"}, "interp"),
     ],
 )
@@ -110,3 +115,41 @@ class _Flow:
 
     def reset_state(self):
         pass
+
+
+REFERENCE_CALLBACK_NAMES = [
+    "BinaryClassificationStats",
+    "CheckNumerics",
+    "DataParallelInferenceRunner",
+    "DumpParamAsImage",
+    "DumpTensor",
+    "DumpTensorAsImage",
+    "DumpTensors",
+    "GPUMemoryTracker",
+    "GPUUtilizationTracker",
+    "GraphProfiler",
+    "HookToCallback",
+    "HostMemoryTracker",
+    "HumanHyperParamSetter",
+    "InferenceRunnerBase",
+    "InjectShell",
+    "PeakMemoryTracker",
+    "ProcessTensors",
+    "SendMonitorData",
+    "SendStat",
+    "SessionRunTimeout",
+    "SimpleMovingAverage",
+    "StartProcOrThread",
+    "StatMonitorParamSetter",
+    "TensorPrinter",
+]
+
+
+def test_star_import_gives_the_reference_callbacks_and_mlflow_monitor():
+    namespace = {}
+    exec("from towerpack.trainer import *", namespace)
+    missing = [n for n in [*REFERENCE_CALLBACK_NAMES, "MLflowMonitor"] if n not in namespace]
+    assert missing == []
+    import towerpack.trainer.callbacks as callbacks
+
+    assert all(getattr(callbacks, n) is namespace[n] for n in REFERENCE_CALLBACK_NAMES)

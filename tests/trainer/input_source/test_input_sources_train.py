@@ -165,7 +165,7 @@ def test_failing_dataflow_stops_training_with_its_error():
 
     source = QueueInput(Failing(X_TRAIN, LABEL_TRAIN, batch_size=32))
     # Input callbacks start the enqueue thread first; wait until it has failed, then train.
-    wait = CallbackFactory(before_train=lambda cb: source._thread.join(10))
+    wait = CallbackFactory(before_train=lambda cb: source.thread.join(10))
     with (
         tf.Graph().as_default(),
         pytest.raises(RuntimeError, match=r"input thread failed: OSError\('disk went away'"),

@@ -132,7 +132,7 @@ def test_queue_input_delivers_everything_in_order_to_two_towers_and_stops():
         pairs = [tuple(sorted(int(v[0]) for v in d.hooked.run(outs))) for _ in range(5)]
         # The two towers dequeue concurrently, so within a run their order is free.
         assert pairs == [(0, 1), (2, 3), (0, 4), (1, 2), (3, 4)]
-        thread = src._thread
+        thread = src.thread
         assert thread.is_alive()
     # after_train closed the queue and the thread ended (it was blocked on a full queue).
     thread.join(5)
@@ -159,8 +159,8 @@ def test_queue_input_failing_dataflow_raises_a_clear_error():
     (out,), _ = d.build(identity_y)
     with d:
         d.before_train()
-        src._thread.join(5)
-        assert isinstance(src._thread.error, ValueError)
+        src.thread.join(5)
+        assert isinstance(src.thread.error, ValueError)
         # Datapoints enqueued before the failure are still delivered, then the error surfaces.
         with pytest.raises(RuntimeError, match=r"input thread failed: ValueError.*bad datapoint 3"):
             for _ in range(4):

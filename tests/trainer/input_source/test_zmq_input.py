@@ -51,7 +51,7 @@ def test_zmq_input_receives_the_stream_in_order(producer):
     with d:
         d.before_train()
         got = [d.hooked.run(outs[0]) for _ in range(12)]
-        thread = src._thread
+        thread = src.thread
     # The producer repeats its 10 datapoints; one connected consumer receives them in order.
     assert [int(x[0, 0]) for x, _ in got] == [*range(10), 0, 1]
     assert [y.tolist() for _, y in got[:2]] == [[0, 1, 2], [10, 11, 12]]
@@ -78,8 +78,8 @@ def test_zmq_input_stops_promptly_without_a_producer():
     # after_train closed the queue: the blocked run ended, and the receiving thread stopped.
     runner.join(5)
     assert isinstance(result["v"], tf.errors.OutOfRangeError)
-    src._thread.join(5)
-    assert not src._thread.is_alive()
+    src.thread.join(5)
+    assert not src.thread.is_alive()
     assert time.monotonic() - t0 < 5
 
 

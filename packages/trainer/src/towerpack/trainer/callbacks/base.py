@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..common import get_op_tensor_name, get_tensors_by_names
 from ..compat import tfv1
 
 __all__ = ["Callback", "CallbackFactory", "ProxyCallback"]
@@ -130,6 +131,49 @@ class Callback:
         self._chief_only = bool(value)
         return self
 
+    # ---- helpers for subclasses --------------------------------------------------------------
+    def get_tensors_maybe_in_tower(self, names) -> list:
+        """Tensors by name: in the graph as named, else in the first training tower (so that
+        ``"cost"`` finds ``tower0/cost`` of a multi-tower trainer).
+
+        Raises:
+            KeyError: a name is found in neither.
+        """
+        return [self._tensor_maybe_in_tower(n) for n in names]
+
+    def _tensor_maybe_in_tower(self, name: str):
+        try:
+            return get_tensors_by_names([name])[0]
+        except (KeyError, ValueError):
+            pass
+        towers = getattr(getattr(getattr(self, "trainer", None), "tower_func", None), "towers", None)
+        training = towers.training() if towers is not None else []
+        if len(training):
+            try:
+                return training[0].get_tensor(name)
+            except KeyError:
+                pass
+        where = f" or in tower '{training[0].ns_name}'" if len(training) and training[0].ns_name else ""
+        raise KeyError(f"{self}: no tensor named {get_op_tensor_name(name)[1]!r} in the graph{where}")
+
+    # ---- what the trainer asks once, after setup_graph --------------------------------------
+    def _takes_part_in_runs(self) -> bool:
+        """Whether ``before_run``/``after_run`` must be called around hooked runs.
+
+        By default: whether the class overrides them. A callback that decides in ``_setup_graph``
+        that it has nothing to fetch (e.g. an empty collection) returns False, so the training
+        step does not pay for calling it.
+        """
+        return _overrides(self, "before_run", "_before_run") or self._uses_after_run()
+
+    def _uses_after_run(self) -> bool:
+        """Whether ``after_run`` does anything (else the trainer does not call it)."""
+        return _overrides(self, "after_run", "_after_run")
+
+    def _uses_trigger_step(self) -> bool:
+        """Whether ``trigger_step`` does anything (else the trainer does not call it)."""
+        return _overrides(self, "trigger_step", "_trigger_step")
+
     def _resolve_fetches(self, fetches):
         """Turn tensor/op names into graph elements; lists, tuples and dicts keep their shape."""
         if isinstance(fetches, dict):
@@ -143,6 +187,17 @@ class Callback:
 
     def __str__(self) -> str:
         return type(self).__name__
+
+
+_RUN_METHODS = ("before_run", "_before_run", "after_run", "_after_run")
+
+
+def _overrides(cb: Callback, *names: str, base: type | None = None) -> bool:
+    """Whether the callback's class (or the instance) replaces any of these methods of ``base``
+    (default: Callback)."""
+    base = base or Callback
+    cls = type(cb)
+    return any(getattr(cls, n) is not getattr(base, n) or n in vars(cb) for n in names)
 
 
 def _name_to_element(graph, name: str) -> str:
@@ -192,8 +247,22 @@ class ProxyCallback(Callback):
     def _after_train(self):
         self.cb.after_train()
 
+    # A proxy takes part in runs when the wrapped callback does, or when a subclass of the proxy
+    # changes the run methods itself.
+    def _takes_part_in_runs(self) -> bool:
+        return self.cb._takes_part_in_runs() or _overrides(self, *_RUN_METHODS, base=_proxy_base(self))
+
+    def _uses_after_run(self) -> bool:
+        own = _overrides(self, "after_run", "_after_run", base=_proxy_base(self))
+        return self.cb._uses_after_run() or own
+
     def __str__(self) -> str:
         return f"{type(self).__name__}({self.cb})"
+
+
+def _proxy_base(proxy: ProxyCallback) -> type:
+    """The class whose run methods only forward: ProxyCallback, or a library proxy that gates."""
+    return getattr(proxy, "_FORWARDING_BASE", ProxyCallback)
 
 
 class CallbackFactory(Callback):

@@ -6,31 +6,23 @@ import time
 
 from .. import logger
 from ..compat import tfv1
-from .base import Callback
+from .base import Callback, _overrides
 
 __all__ = ["CallbackToHook", "Callbacks"]
 
 
 class CallbackToHook(tfv1.train.SessionRunHook):
-    """A SessionRunHook that calls a callback's ``before_run`` / ``after_run``."""
+    """A SessionRunHook that calls a callback's ``before_run`` / ``after_run``.
+
+    ``needs_after_run`` tells a HookedSession whether ``after_run`` does anything.
+    """
 
     def __init__(self, cb: Callback):
         self.cb = cb
-
-    def before_run(self, run_context):
-        return self.cb.before_run(run_context)
-
-    def after_run(self, run_context, run_values):
-        self.cb.after_run(run_context, run_values)
-
-
-def _uses_runs(cb: Callback) -> bool:
-    """Whether the callback takes part in session runs (only those become hooks)."""
-    cls = type(cb)
-    return any(
-        getattr(cls, name) is not getattr(Callback, name)
-        for name in ("before_run", "after_run", "_before_run", "_after_run")
-    )
+        self.needs_after_run = cb._uses_after_run()
+        # The callback's bound methods themselves: one call less per hook and step.
+        self.before_run = cb.before_run
+        self.after_run = cb.after_run
 
 
 class Callbacks(Callback):
@@ -47,14 +39,22 @@ class Callbacks(Callback):
             if not isinstance(cb, Callback):
                 raise TypeError(f"{cb!r} is not a Callback")
         self.cbs = list(cbs)
+        self._step_fns = [cb.trigger_step for cb in self.cbs]
 
     def setup_graph(self, trainer) -> None:
         self.trainer = trainer
         for cb in self.cbs:
             cb.setup_graph(trainer)
+        # Called every step: only the callbacks that do something then, without indirection.
+        self._step_fns = [
+            cb.trigger_step if _overrides(cb, "trigger_step") else cb._trigger_step
+            for cb in self.cbs
+            if cb._uses_trigger_step()
+        ]
 
     def get_hooks(self) -> list:
-        return [CallbackToHook(cb) for cb in self.cbs if _uses_runs(cb)]
+        """Hooks for the callbacks that take part in session runs (asked after setup_graph)."""
+        return [CallbackToHook(cb) for cb in self.cbs if cb._takes_part_in_runs()]
 
     def _before_train(self):
         for cb in self.cbs:
@@ -68,9 +68,9 @@ class Callbacks(Callback):
         for cb in self.cbs:
             cb.after_epoch()
 
-    def _trigger_step(self):
-        for cb in self.cbs:
-            cb.trigger_step()
+    def trigger_step(self):
+        for fn in self._step_fns:
+            fn()
 
     def _trigger_epoch(self):
         times = []

@@ -6,7 +6,7 @@ import numpy as np
 
 from .base import Callback
 
-__all__ = ["ClassificationError", "Inferencer", "ScalarStats"]
+__all__ = ["BinaryClassificationStats", "ClassificationError", "Inferencer", "ScalarStats"]
 
 
 class Inferencer(Callback):
@@ -113,3 +113,40 @@ class ClassificationError(Inferencer):
         if self._total == 0:
             return {}
         return {self.summary_name: self._wrong / self._total}
+
+
+class BinaryClassificationStats(Inferencer):
+    """Precision and recall of a binary classifier over the validation set.
+
+    ``pred_tensor_name`` and ``label_tensor_name`` name tensors of the same shape holding 0/1
+    predictions and labels. Reported as ``<prefix>_precision`` (correct positives / predicted
+    positives) and ``<prefix>_recall`` (correct positives / actual positives), each 0 when
+    nothing is in its denominator.
+    """
+
+    def __init__(self, pred_tensor_name: str, label_tensor_name: str, prefix: str = "val"):
+        self.pred_tensor_name = pred_tensor_name
+        self.label_tensor_name = label_tensor_name
+        self.prefix = prefix
+
+    def _before_inference(self) -> None:
+        self._correct_pos = self._pred_pos = self._label_pos = 0
+
+    def _get_fetches(self):
+        return [self.pred_tensor_name, self.label_tensor_name]
+
+    def _on_fetches(self, results) -> None:
+        pred, label = (np.asarray(r) for r in results)
+        if pred.shape != label.shape:
+            raise ValueError(
+                f"BinaryClassificationStats: predictions {list(pred.shape)} and labels "
+                f"{list(label.shape)} differ in shape"
+            )
+        self._pred_pos += int((pred == 1).sum())
+        self._label_pos += int((label == 1).sum())
+        self._correct_pos += int(((pred == 1) & (label == 1)).sum())
+
+    def _after_inference(self) -> dict:
+        precision = self._correct_pos / self._pred_pos if self._pred_pos else 0.0
+        recall = self._correct_pos / self._label_pos if self._label_pos else 0.0
+        return {f"{self.prefix}_precision": precision, f"{self.prefix}_recall": recall}

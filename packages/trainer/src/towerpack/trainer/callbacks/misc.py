@@ -1,9 +1,12 @@
-"""EstimatedTimeLeft: log how long the remaining epochs will take."""
+"""Small chief-side helpers: how long training will take, notifications, a debugging shell."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import statistics
+import subprocess
 import time
 from collections import deque
 
@@ -11,7 +14,7 @@ from .base import Callback
 
 logger = logging.getLogger("towerpack.trainer.callbacks")
 
-__all__ = ["EstimatedTimeLeft", "humanize_seconds"]
+__all__ = ["EstimatedTimeLeft", "InjectShell", "SendStat", "humanize_seconds"]
 
 
 def humanize_seconds(sec: float) -> str:
@@ -56,3 +59,66 @@ class EstimatedTimeLeft(Callback):
         per_epoch = statistics.median(self._times) if self._median else statistics.fmean(self._times)
         self.estimate = per_epoch * left
         logger.info("Estimated time left: %s", humanize_seconds(self.estimate))
+
+
+class SendStat(Callback):
+    """At every trigger (by default, after every epoch) run a shell command made from the latest
+    values of some scalars, e.g. to send them to a phone.
+
+    ``command`` is formatted with ``{name}`` fields for the ``names`` (one name or a list), e.g.
+    ``SendStat('notify-send "val error {val-error:.3f}"', 'val-error')``. A command that fails
+    (non-zero exit) is logged; training goes on.
+    """
+
+    def __init__(self, command: str, names):
+        self.command = command
+        self.names = [names] if isinstance(names, str) else list(names)
+
+    def _trigger(self) -> None:
+        values = {name: self.trainer.monitors.get_latest(name) for name in self.names}
+        _run_command(self.command.format(**values))
+
+
+def _run_command(cmd: str) -> None:
+    result = subprocess.run(cmd, shell=True, check=False)
+    if result.returncode != 0:
+        logger.error("Command %r failed with exit code %d", cmd, result.returncode)
+
+
+class InjectShell(Callback):
+    """At every trigger (by default, after every epoch), if ``file`` exists, open a shell
+    (IPython's, or pdb with ``shell='pdb'``) inside the training process, with ``self`` and
+    ``trainer`` at hand: inspect or change anything, then leave it to continue training. Create
+    the file (``touch INJECT_SHELL.tmp``) to get a shell at the next trigger, and delete it to
+    stop getting them; it is deleted after training.
+    """
+
+    def __init__(self, file: str = "INJECT_SHELL.tmp", shell: str = "ipython"):
+        if shell not in ("ipython", "pdb"):
+            raise ValueError(f"shell must be 'ipython' or 'pdb', got {shell!r}")
+        if shell == "ipython" and importlib.util.find_spec("IPython") is None:
+            raise ValueError(
+                "InjectShell(shell='ipython') needs IPython (pip install ipython); or use shell='pdb'"
+            )
+        self._file = file
+        self._shell = shell
+
+    def _trigger(self) -> None:
+        if os.path.isfile(self._file):
+            logger.info("%s exists: opening a %s shell", self._file, self._shell)
+            self._inject()
+
+    def _inject(self) -> None:
+        trainer = self.trainer  # noqa: F841  (for the user, in the shell)
+        if self._shell == "ipython":
+            import IPython
+
+            IPython.embed()
+        else:
+            import pdb
+
+            pdb.set_trace()
+
+    def _after_train(self) -> None:
+        if os.path.isfile(self._file):
+            os.unlink(self._file)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 from collections import defaultdict
 
@@ -28,6 +29,7 @@ __all__ = [
     "NoOpMonitor",
     "ScalarHistory",
     "ScalarPrinter",
+    "SendMonitorData",
     "TFEventWriter",
 ]
 
@@ -331,6 +333,9 @@ class JSONWriter(MonitorBase):
         if self._fname is not None:
             self._stat_now[name] = float(value)
 
+    def _uses_trigger_step(self) -> bool:
+        return self._fname is not None
+
     def _trigger_step(self):
         # Scalars of the epoch's last step are written together with the end-of-epoch ones.
         if self.trainer.local_step != self.trainer.steps_per_epoch - 1:
@@ -386,6 +391,9 @@ class ScalarPrinter(MonitorBase):
             logger.info("%s: %.6g", name, value)
         self._dict = {}
 
+    def _uses_trigger_step(self) -> bool:
+        return self._enable_step
+
     def _trigger_step(self):
         if self._enable_step and self.trainer.local_step != self.trainer.steps_per_epoch - 1:
             self._print()
@@ -393,3 +401,37 @@ class ScalarPrinter(MonitorBase):
     def _trigger_epoch(self):
         if self._enable_epoch or self._enable_step:
             self._print()
+
+
+class SendMonitorData(MonitorBase):
+    """Run a shell command with the values of some scalars as soon as all of them have been
+    reported (checked after every step and every trigger), then wait for all of them again.
+
+    ``command`` is formatted with ``{name}`` fields for the ``names`` (one name or a list), e.g.
+    ``SendMonitorData('curl -s "http://.../?err={val-error}"', ['val-error'])``. A failing
+    command (non-zero exit) is logged. Runs on every process, like all monitors.
+    """
+
+    def __init__(self, command: str, names):
+        self.command = command
+        self.names = [names] if isinstance(names, str) else list(names)
+        self._values: dict[str, float] = {}
+
+    def process_scalar(self, name, value):
+        if name in self.names:
+            self._values[name] = float(value)
+
+    def _trigger_step(self):
+        self._send_when_complete()
+
+    def _trigger(self):
+        self._send_when_complete()
+
+    def _send_when_complete(self):
+        if any(name not in self._values for name in self.names):
+            return
+        cmd = self.command.format(**self._values)
+        self._values = {}
+        result = subprocess.run(cmd, shell=True, check=False)
+        if result.returncode != 0:
+            logger.error("Command %r failed with exit code %d", cmd, result.returncode)

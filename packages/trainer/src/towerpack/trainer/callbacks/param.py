@@ -1,25 +1,35 @@
-"""Hyperparameter setters: change a graph variable or a Python attribute on a schedule or by a function."""
+"""Hyperparameter setters: change a graph variable or a Python attribute during training.
+
+From a schedule, a function of the epoch, a file a person edits, or when a monitored scalar
+stops improving. A string parameter names a graph variable (``GraphVarParam``).
+"""
 
 from __future__ import annotations
 
 import bisect
 import itertools
 import logging
+import numbers
+import os
+from collections import deque
 
 import numpy as np
 
 from ..compat import tfv1
+from ..logger import get_logger_dir
 from .base import Callback
 
 logger = logging.getLogger("towerpack.trainer.callbacks")
 
 __all__ = [
     "GraphVarParam",
+    "HumanHyperParamSetter",
     "HyperParam",
     "HyperParamSetter",
     "HyperParamSetterWithFunc",
     "ObjAttrParam",
     "ScheduledHyperParamSetter",
+    "StatMonitorParamSetter",
 ]
 
 
@@ -41,7 +51,8 @@ class HyperParam:
 
 
 class GraphVarParam(HyperParam):
-    """A (scalar by default) variable in the graph, found by name, e.g. ``"learning_rate"``."""
+    """A (scalar by default) global or local variable in the graph, found by name, e.g.
+    ``"learning_rate"``."""
 
     def __init__(self, name: str, shape=()):
         self.name = name
@@ -49,9 +60,10 @@ class GraphVarParam(HyperParam):
         self.shape = shape
 
     def setup_graph(self) -> None:
-        found = [v for v in tfv1.global_variables() if v.name == self.var_name]
+        variables = tfv1.global_variables() + tfv1.local_variables()
+        found = [v for v in variables if v.name == self.var_name]
         if not found:
-            names = sorted(v.name for v in tfv1.global_variables())
+            names = sorted(v.name for v in variables)
             raise ValueError(
                 f"GraphVarParam: no variable named '{self.var_name}' in the graph; it has {names}"
             )
@@ -106,6 +118,7 @@ class HyperParamSetter(Callback):
     """
 
     _chief_only = False
+    _logged_epoch = object()  # no change logged yet
 
     def __init__(self, param):
         self.param = GraphVarParam(param) if isinstance(param, str) else param
@@ -130,22 +143,25 @@ class HyperParamSetter(Callback):
         self._set(self.get_value_to_set())
 
     def _set(self, value) -> None:
+        """Set any value but None (as the reference does, also one equal to the current value);
+        a change is logged, once per epoch (step-based schedules change often)."""
         if value is None:
             return
         old = self.get_current_value()
+        self.param.set_value(value)
         if _same(old, value):
             return
-        self.param.set_value(value)
-        logger.info(
-            "[HyperParamSetter] at global step %s, %s changes from %s to %s",
-            self._global_step_now(),
-            self.param.readable_name,
-            _fmt(old),
-            _fmt(value),
-        )
-
-    def _global_step_now(self):
-        return getattr(getattr(self, "trainer", None), "global_step", None)
+        trainer = getattr(self, "trainer", None)
+        epoch = getattr(trainer, "epoch_num", None)
+        if epoch != self._logged_epoch:
+            self._logged_epoch = epoch
+            logger.info(
+                "[HyperParamSetter] at global step %s, %s changes from %s to %s",
+                getattr(trainer, "global_step", None),
+                self.param.readable_name,
+                _fmt(old),
+                _fmt(value),
+            )
 
     def _before_train(self) -> None:
         self.set_param()
@@ -184,10 +200,16 @@ class ScheduledHyperParamSetter(HyperParamSetter):
     """Set the parameter from a schedule of ``(point, value)`` pairs.
 
     A point is an epoch number (the value applies *after* that epoch finishes; 0 means from the
-    start) or, with ``step_based=True``, a global step. With ``interp='linear'`` values between
-    two points are interpolated. Before training (and so after a resume) the parameter is set
-    to what the schedule gives at the current point, so a resumed run continues with the right
-    value; ``set_at_beginning=False`` skips that.
+    start) or, with ``step_based=True``, a global step. The schedule is sorted by point. With
+    ``interp='linear'`` the value between two points is interpolated; before the first point and
+    after the last the setter leaves the parameter alone.
+
+    Before training (so also after a resume), the parameter gets the value scheduled for the
+    current point, then it is compared with the value the schedule says it should have by now
+    (the last one scheduled at or before the current point). If they differ, a warning says so
+    and, with ``set_at_beginning=True`` (the default), the parameter is set to the scheduled
+    value; otherwise the warning asks to check how the parameter is initialized.
+    (Unlike the reference, a scheduled value of 0 counts in that comparison.)
     """
 
     def __init__(
@@ -199,11 +221,12 @@ class ScheduledHyperParamSetter(HyperParamSetter):
         set_at_beginning: bool = True,
     ):
         super().__init__(param)
-        schedule = [(int(p), v) for p, v in schedule]
+        schedule = sorted(((int(p), _number_or_value(v)) for p, v in schedule), key=lambda pv: pv[0])
         if not schedule:
             raise ValueError("the schedule is empty")
-        if any(b[0] <= a[0] for a, b in itertools.pairwise(schedule)):
-            raise ValueError(f"schedule points must increase strictly: {[p for p, _ in schedule]}")
+        repeated = sorted({a for (a, _), (b, _) in itertools.pairwise(schedule) if a == b})
+        if repeated:
+            raise ValueError(f"schedule point(s) {repeated} appear more than once")
         if interp not in (None, "linear"):
             raise ValueError(f"interp must be None or 'linear', got {interp!r}")
         self.schedule = schedule
@@ -213,7 +236,8 @@ class ScheduledHyperParamSetter(HyperParamSetter):
         self._points = [p for p, _ in schedule]
 
     def value_at(self, point: int):
-        """The scheduled value at ``point`` (None before the first scheduled point)."""
+        """The value the schedule gives the parameter at ``point``: the last one scheduled at or
+        before it (interpolated with ``interp='linear'``), or None before the first point."""
         i = bisect.bisect_right(self._points, point) - 1
         if i < 0:
             return None
@@ -221,26 +245,57 @@ class ScheduledHyperParamSetter(HyperParamSetter):
         if self.interp is None or p0 == point or i == len(self.schedule) - 1:
             return v0
         p1, v1 = self.schedule[i + 1]
-        return v0 + (v1 - v0) * (point - p0) / (p1 - p0)
+        return (point - p0) / (p1 - p0) * (v1 - v0) + v0
+
+    def _value_to_set_at(self, point: int):
+        """What the setter sets at ``point``: a scheduled value, an interpolated one between the
+        first and the last point, or None (leave the parameter as it is)."""
+        if point in self._points or (
+            self.interp is not None and self._points[0] <= point <= self._points[-1]
+        ):
+            return self.value_at(point)
+        return None
 
     def _current_point(self) -> int:
         return self.global_step if self.step_based else self.epoch_num
 
     def _get_value_to_set(self):
-        point = self._current_point()
-        if self.interp is None and point not in self._points:
-            return None  # between schedule points nothing changes
-        return self.value_at(point)
+        return self._value_to_set_at(self._current_point())
 
     def _before_train(self) -> None:
-        if not self._set_at_beginning:
+        point = self._current_point()
+        self._set(self._value_to_set_at(point))
+        self._check_value_at_beginning(point)
+
+    def _check_value_at_beginning(self, point: int) -> None:
+        expected = self.value_at(point)
+        if expected is None:
             return
-        point = self.epoch_num
-        if self.step_based:
-            # Read the variable: the trainer's counter may not reflect a restored step yet.
-            step_var = tfv1.train.get_global_step()
-            point = int(_default_session().run(step_var)) if step_var is not None else self.global_step
-        self._set(self.value_at(point))
+        actual = self.get_current_value()
+        if _close(expected, actual):
+            return
+        name = self.param.readable_name
+        where = f"step {point}" if self.step_based else f"epoch {point}"
+        message = (
+            "[ScheduledHyperParamSetter] according to the schedule, %s should become %s at the "
+            "current point (%s), but it is %s. "
+        )
+        if self._set_at_beginning:
+            logger.warning(
+                message + "Setting it to %s.", name, _fmt(expected), where, _fmt(actual), _fmt(expected)
+            )
+            self._set(expected)
+        else:
+            logger.warning(
+                message + "If no other callback sets it, check how the parameter is initialized.",
+                name,
+                _fmt(expected),
+                where,
+                _fmt(actual),
+            )
+
+    def _uses_trigger_step(self) -> bool:
+        return self.step_based
 
     def _trigger_step(self) -> None:
         if self.step_based:
@@ -249,3 +304,125 @@ class ScheduledHyperParamSetter(HyperParamSetter):
     def _trigger(self) -> None:
         if not self.step_based:
             self.set_param()
+
+
+def _number_or_value(v):
+    """Numbers become floats (as the reference stores them); other values stay as they are."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v)
+    return v
+
+
+def _close(a, b) -> bool:
+    try:
+        return bool(np.all(np.isclose(a, b)))
+    except TypeError:
+        return _same(a, b)
+
+
+class HumanHyperParamSetter(HyperParamSetter):
+    """Set the parameter from a file a person edits during training.
+
+    Before training and at every trigger (by default, after every epoch) it reads
+    ``<log dir>/<file_name>`` (or ``file_name`` itself if it is absolute), whose lines are
+    ``name:value``, and sets the parameter to the value of the line named after it
+    (``param.readable_name``, e.g. ``learning_rate``). A missing file changes nothing; a line it
+    cannot read, or a file without the parameter's line, is reported as a warning.
+    """
+
+    def __init__(self, param, file_name: str = "hyper.txt"):
+        super().__init__(param)
+        if not os.path.isabs(file_name):
+            logdir = get_logger_dir()
+            if logdir is None:
+                raise ValueError(
+                    f"HumanHyperParamSetter reads '{file_name}' in the log directory, but none is "
+                    "set: call logger.set_logger_dir() first, or give an absolute file_name"
+                )
+            file_name = os.path.join(logdir, file_name)
+        self.file_name = file_name
+
+    def _get_value_to_set(self):
+        try:
+            with open(self.file_name, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return None
+        values = {}
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            key, sep, text = line.partition(":")
+            try:
+                if not sep:
+                    raise ValueError("no ':'")
+                values[key.strip()] = float(text)
+            except ValueError:
+                logger.warning(
+                    "[HumanHyperParamSetter] %s line %d is not 'name:value': %r", self.file_name, number, line
+                )
+        name = self.param.readable_name
+        if name not in values:
+            logger.warning("[HumanHyperParamSetter] %s has no line for '%s'", self.file_name, name)
+            return None
+        return values[name]
+
+
+class StatMonitorParamSetter(HyperParamSetter):
+    """Change the parameter when a monitored scalar stops improving.
+
+    At every trigger (by default, after every epoch; not before training) it takes the latest
+    value of the scalar ``stat_name`` from the monitors into a window of the last ``last_k``
+    values. Once the window is full, if none of its values is below the first by more than
+    ``threshold`` (with ``reverse=True``: above it), the parameter is set to
+    ``value_func(current value)`` and the window starts over. A trigger without a new value of
+    the scalar is skipped with a warning.
+
+    Example: divide the learning rate by 5 when the validation error has not dropped by 0.01 in
+    the last 3 epochs: ``StatMonitorParamSetter('learning_rate', 'val-error', lambda x: x / 5,
+    threshold=0.01, last_k=3)``.
+    """
+
+    def __init__(
+        self, param, stat_name: str, value_func, threshold: float, last_k: int, reverse: bool = False
+    ):
+        super().__init__(param)
+        if last_k < 1:
+            raise ValueError(f"last_k must be at least 1, got {last_k}")
+        self.stat_name = stat_name
+        self.value_func = value_func
+        self.threshold = threshold
+        self.last_k = last_k
+        self.reverse = reverse
+        self._window: deque = deque(maxlen=last_k)
+        self._last_step = None
+
+    def _before_train(self) -> None:
+        pass  # only reacts to scalars reported during training
+
+    def _get_value_to_set(self):
+        try:
+            step, value = self.trainer.monitors.get_history(self.stat_name)[-1]
+        except (KeyError, IndexError):
+            logger.warning("[StatMonitorParamSetter] no value of '%s' was reported yet", self.stat_name)
+            return None
+        if step == self._last_step:
+            logger.warning(
+                "[StatMonitorParamSetter] no new value of '%s' since global step %s", self.stat_name, step
+            )
+            return None
+        self._last_step = step
+        self._window.append(value)
+        if len(self._window) < self.last_k:
+            return None
+        first = self._window[0]
+        if self.reverse:
+            stalled = max(self._window) <= first + self.threshold
+        else:
+            stalled = min(self._window) >= first - self.threshold
+        if not stalled:
+            return None
+        history = ", ".join(f"{v:.4g}" for v in self._window)
+        logger.info("[StatMonitorParamSetter] '%s' has not improved: %s", self.stat_name, history)
+        self._window.clear()
+        return self.value_func(self.get_current_value())

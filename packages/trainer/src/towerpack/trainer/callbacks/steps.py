@@ -1,4 +1,5 @@
-"""Callbacks that run with every step: the global step counter and the progress bar."""
+"""Callbacks that run with every step: the global step counter, the progress bar, printing
+tensors, and a time limit on every session run."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import sys
 
 import tqdm
 
+from .. import logger
 from ..common import get_global_step_var
 from ..compat import tf, tfv1
 from .base import Callback
 
-__all__ = ["MaintainStepCounter", "ProgressBar"]
+__all__ = ["MaintainStepCounter", "ProgressBar", "SessionRunTimeout", "TensorPrinter"]
 
 
 class MaintainStepCounter(Callback):
@@ -36,7 +38,7 @@ class MaintainStepCounter(Callback):
     def before_run(self, ctx):
         return self._args
 
-    def _after_run(self, run_context, run_values):
+    def after_run(self, run_context, run_values):
         self.trainer._global_step += 1
 
 
@@ -65,6 +67,12 @@ class ProgressBar(Callback):
                 leave=True,
             )
 
+    def _takes_part_in_runs(self) -> bool:
+        return bool(self._fetches)
+
+    def _uses_after_run(self) -> bool:
+        return bool(self._fetches)
+
     def before_run(self, ctx):
         return self._args
 
@@ -87,3 +95,44 @@ class ProgressBar(Callback):
         if getattr(self, "_bar", None) is not None:
             self._bar.close()
             self._bar = None
+
+
+class TensorPrinter(Callback):
+    """Log the values of some tensors with every step (``tf.print`` in the graph is faster).
+
+    ``names`` is a list of tensor names, looked up in the graph and then in the first training
+    tower.
+    """
+
+    def __init__(self, names):
+        if not isinstance(names, (list, tuple)):
+            raise TypeError(f"TensorPrinter takes a list of tensor names, got {names!r}")
+        logger.warning("TensorPrinter fetches and logs with every step; tf.print in the graph is faster")
+        self._names = list(names)
+
+    def _setup_graph(self) -> None:
+        self._args = tfv1.train.SessionRunArgs(fetches=self.get_tensors_maybe_in_tower(self._names))
+
+    def before_run(self, ctx):
+        return self._args
+
+    def _after_run(self, run_context, run_values) -> None:
+        for name, value in zip(self._names, run_values.results, strict=True):
+            logger.info("%s: %s", name, value)
+
+
+class SessionRunTimeout(Callback):
+    """Give every hooked session run (every training step) at most ``timeout_in_ms``
+    milliseconds; a run that takes longer raises ``tf.errors.DeadlineExceededError``, which ends
+    training with that error instead of a hang. (Runs with options take the hooked session's
+    general path, a full ``Session.run``: a few microseconds more per step.)"""
+
+    def __init__(self, timeout_in_ms: int):
+        if int(timeout_in_ms) <= 0:
+            raise ValueError(f"timeout_in_ms must be positive, got {timeout_in_ms!r}")
+        self._timeout = int(timeout_in_ms)
+        options = tfv1.RunOptions(timeout_in_ms=self._timeout)
+        self._args = tfv1.train.SessionRunArgs(fetches=None, options=options)
+
+    def before_run(self, ctx):
+        return self._args

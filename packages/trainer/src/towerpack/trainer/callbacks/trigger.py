@@ -104,6 +104,10 @@ class EnableCallbackIf(ProxyCallback):
         return f"EnableCallbackIf({self.cb})"
 
 
+# EnableCallbackIf's run methods only gate the wrapped callback's (see ProxyCallback).
+EnableCallbackIf._FORWARDING_BASE = EnableCallbackIf
+
+
 class PeriodicCallback(EnableCallbackIf):
     """Enable the wrapped callback every k global steps and/or every k epochs, and on the very
     last step of training (so a final evaluation or save is never skipped).

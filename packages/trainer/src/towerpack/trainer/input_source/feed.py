@@ -18,9 +18,8 @@ class _FeedCallback(Callback):
     def __init__(self, source: FeedInput):
         self._source = source
 
-    def _before_run(self, ctx):
-        feed = self._source._next_feed()
-        return tfv1.train.SessionRunArgs(fetches=[], feed_dict=feed)
+    def before_run(self, ctx):
+        return tfv1.train.SessionRunArgs(fetches=None, feed_dict=self._source._next_feed())
 
 
 class FeedInput(InputSource):
@@ -43,10 +42,14 @@ class FeedInput(InputSource):
         self._ds_was_reset = False
 
     def _size(self) -> int:
-        return len(self.ds)
+        try:
+            return len(self.ds)
+        except TypeError:
+            raise NotImplementedError(f"{type(self.ds).__name__} has no len()") from None
 
     def _setup(self, input_signature) -> None:
         self._placeholders = placeholders_for(input_signature)
+        self._feed_names = [p.name for p in self._placeholders]
         self._check = DatapointChecker(input_signature, "FeedInput")
         self._callback = _FeedCallback(self)
 
@@ -70,4 +73,5 @@ class FeedInput(InputSource):
             dp = next(self._iter)
         except StopIteration:
             raise tf.errors.OutOfRangeError(None, None, "FeedInput: the DataFlow is exhausted") from None
-        return dict(zip(self._placeholders, self._check(dp), strict=True))
+        # Keyed by name: hashing strings is cheaper than hashing tensors, and feeds accept both.
+        return dict(zip(self._feed_names, self._check(dp), strict=True))

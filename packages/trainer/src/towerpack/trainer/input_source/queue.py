@@ -1,23 +1,40 @@
-"""QueueInput: a Python thread moves DataFlow datapoints into a TF FIFOQueue the graph dequeues from."""
+"""QueueInput: a Python thread moves DataFlow datapoints into a TF FIFOQueue the graph dequeues from.
+
+The enqueue thread uses only QueueInput's public producer interface (``datapoints``,
+``enqueue_function``, ``close_queue``, ``close_dataflow``), which is also what a subclass
+changes: ZMQInput, for one, only replaces ``datapoints``.
+
+Shutdown is quiet: the thread is told to stop and, if it is blocked on a full queue, one slot
+is freed so that its enqueue completes; the queue is closed only once the thread is gone. (A
+pending enqueue cancelled by closing the queue makes TensorFlow log "Local rendezvous is
+aborting with status: CANCELLED" at the end of every run.)
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
 
 from ..callbacks.base import Callback
 from ..compat import tf, tfv1
+from ..hooked_session import make_session_callable
 from .base import FeedfreeInput
 from .utils import DatapointChecker, logger, placeholders_for, repeat_forever
 
 __all__ = ["EnqueueThread", "QueueInput"]
 
-#: Seconds ``after_train`` waits for the enqueue thread (it is a daemon thread either way).
+#: Seconds ``stop_thread`` waits for the enqueue thread (it is a daemon thread either way).
 JOIN_TIMEOUT_S = 5.0
+#: How often ``stop_thread`` looks whether the thread is blocked on a full queue.
+_DRAIN_POLL_S = 0.02
 
 
 class EnqueueThread(threading.Thread):
-    """Iterates a DataFlow forever and enqueues every datapoint with ``sess``.
+    """Moves the datapoints of a QueueInput into its queue until stopped.
 
     Stops when ``stop()`` is called or the queue is closed; any other error is kept in ``error``,
     logged, and the queue is closed so that the consumer does not wait forever.
@@ -33,15 +50,17 @@ class EnqueueThread(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
 
+    def stopped(self) -> bool:
+        return self._stop_event.is_set()
+
     def run(self) -> None:
         src = self._source
-        enqueue = self._sess.make_callable(src._enqueue_op, feed_list=src._placeholders)
-        check = DatapointChecker(src._input_signature, type(src).__name__)
         try:
-            for dp in src._datapoints(self._stop_event):
+            enqueue = src.enqueue_function(self._sess)
+            for dp in src.datapoints(self._stop_event):
                 if self._stop_event.is_set():
                     return
-                enqueue(*check(dp))
+                enqueue(dp)
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError):
             pass  # the queue was closed: training is over
         except Exception as e:
@@ -49,11 +68,9 @@ class EnqueueThread(threading.Thread):
                 return
             self.error = e  # recorded before the queue closes: a reader woken by the close sees it
             logger.error("%s: the input thread failed, closing the queue", type(src).__name__, exc_info=True)
-            src._close_queue(self._sess)
+            src.close_queue(self._sess)
         finally:
-            close = getattr(src.ds, "close", None)
-            if callable(close):
-                close()
+            src.close_dataflow()
 
 
 def _session_closed(e: BaseException) -> bool:
@@ -61,7 +78,7 @@ def _session_closed(e: BaseException) -> bool:
 
 
 class _QueueCallback(Callback):
-    """Starts the enqueue thread, reports the queue's fill level, closes the queue after training."""
+    """Starts the enqueue thread, reports the queue's fill level, stops the thread after training."""
 
     _chief_only = False
     #: Sample the queue size every this many steps (one extra tiny fetch).
@@ -71,20 +88,19 @@ class _QueueCallback(Callback):
         self._source = source
         self._size_ema = None
         self._runs = 0
+        self._size_args = tfv1.train.SessionRunArgs(fetches=source.size_tensor)
 
     def _before_train(self) -> None:
-        self._source._start_thread(getattr(self.trainer, "sess", None) or tfv1.get_default_session())
+        self._source.start_thread(getattr(self.trainer, "sess", None) or tfv1.get_default_session())
 
-    def _before_run(self, ctx):
+    def before_run(self, ctx):
         self._source.raise_if_failed()
         self._runs += 1
-        if self._runs % self.SIZE_EVERY == 0:
-            return [self._source._size_op]
-        return None
+        return self._size_args if self._runs % self.SIZE_EVERY == 0 else None
 
     def _after_run(self, run_context, run_values) -> None:
-        if run_values.results:
-            size = float(run_values.results[0])
+        if run_values.results is not None:
+            size = float(run_values.results)
             self._size_ema = size if self._size_ema is None else 0.9 * self._size_ema + 0.1 * size
 
     def _trigger_epoch(self) -> None:
@@ -93,7 +109,7 @@ class _QueueCallback(Callback):
             monitors.put_scalar(f"{type(self._source).__name__}/queue_size", self._size_ema)
 
     def _after_train(self) -> None:
-        self._source._stop_thread()
+        self._source.stop_thread()
 
 
 class QueueInput(FeedfreeInput):
@@ -104,6 +120,9 @@ class QueueInput(FeedfreeInput):
     each read their own batch. The fill level (``QueueInput/queue_size``, 0..capacity) goes to
     the monitors at every epoch: near capacity means the input keeps up, near 0 means training
     waits for data.
+
+    The thread is started by the source's callback before training and stopped after it; code
+    that drives the graph by hand calls ``start_thread(sess)`` and ``stop_thread()`` itself.
     """
 
     def __init__(self, ds, queue=None):
@@ -112,15 +131,19 @@ class QueueInput(FeedfreeInput):
                 raise TypeError(f"{type(self).__name__} takes a DataFlow (with {attr}), not {ds!r}")
         self.ds = ds
         self.queue = queue
-        self._thread: EnqueueThread | None = None
+        self.thread: EnqueueThread | None = None
         self._sess = None
         self._ds_was_reset = False
 
     def _size(self) -> int:
-        return len(self.ds)
+        try:
+            return len(self.ds)
+        except TypeError:
+            raise NotImplementedError(f"{type(self.ds).__name__} has no len()") from None
 
     def _setup(self, input_signature) -> None:
         self._placeholders = placeholders_for(input_signature)
+        self._check = DatapointChecker(input_signature, type(self).__name__)
         dtypes = [p.dtype for p in self._placeholders]
         with tf.device("/cpu:0"):
             if self.queue is None:
@@ -129,7 +152,11 @@ class QueueInput(FeedfreeInput):
                 raise ValueError(f"the queue's dtypes {self.queue.dtypes} do not match the inputs' {dtypes}")
             self._enqueue_op = self.queue.enqueue(self._placeholders, name="enqueue")
             self._close_op = self.queue.close(cancel_pending_enqueues=True, name="close")
-            self._size_op = self.queue.size(name="queue_size")
+            #: The number of datapoints in the queue (a scalar int32 tensor).
+            self.size_tensor = self.queue.size(name="queue_size")
+            # Frees one slot at shutdown so that a thread blocked on a full queue can finish.
+            drained = self.queue.dequeue(name="drain")
+            self._drain_op = (drained[0] if isinstance(drained, (list, tuple)) else drained).op
         self._callback = _QueueCallback(self)
 
     def _get_input_tensors(self) -> list:
@@ -144,10 +171,6 @@ class QueueInput(FeedfreeInput):
     def _get_callbacks(self) -> list[Callback]:
         return [self._callback]
 
-    def _datapoints(self, stop_event: threading.Event):
-        """The endless stream of datapoints the enqueue thread moves into the queue."""
-        return repeat_forever(self.ds)
-
     def _reset_state(self) -> None:
         # The DataFlow is reset once; the thread streams it endlessly, so a later reset (an
         # inference pass) just continues the stream, which stays aligned when every pass
@@ -156,32 +179,73 @@ class QueueInput(FeedfreeInput):
             self.ds.reset_state()
             self._ds_was_reset = True
 
-    # ---- thread management ---------------------------------------------------------------------
-    def _start_thread(self, sess) -> None:
-        if sess is None:
-            raise RuntimeError(f"{type(self).__name__}: no session to run the enqueue thread with")
-        if self._thread is not None:
-            raise RuntimeError(f"{type(self).__name__} was already started")
-        self._sess = sess
-        self._thread = EnqueueThread(self, sess)
-        self._thread.start()
+    # ---- the producer interface (what the enqueue thread uses; subclasses may change it) --------
+    def datapoints(self, stop_event: threading.Event) -> Iterator:
+        """The endless stream of datapoints the enqueue thread moves into the queue.
 
-    def _raise_if_failed(self) -> None:
-        if self._thread is not None and self._thread.error is not None:
-            err = self._thread.error
-            raise RuntimeError(f"{type(self).__name__}: the input thread failed: {err!r}") from err
+        ``stop_event`` is set when the thread should stop; a stream that may wait a long time
+        for a datapoint should look at it now and then (the thread checks it between datapoints).
+        """
+        return repeat_forever(self.ds)
 
-    def _close_queue(self, sess) -> None:
+    def enqueue_function(self, sess) -> Callable[[object], None]:
+        """A function that checks one datapoint against the input signature and enqueues it with
+        ``sess`` (blocking while the queue is full)."""
+        run = make_session_callable(
+            sess, feeds=self._placeholders, targets=[self._enqueue_op], in_caller_thread=True
+        )
+        dtypes = [p.dtype.as_numpy_dtype for p in self._placeholders]
+        check = self._check
+
+        def enqueue(dp) -> None:
+            run(*[np.asarray(v, dtype=dt) for v, dt in zip(check(dp), dtypes, strict=True)])
+
+        return enqueue
+
+    def close_queue(self, sess) -> None:
+        """Close the queue: waiting dequeues fail with OutOfRangeError once it is empty."""
         # The session may be gone already; the thread is a daemon either way.
         with contextlib.suppress(Exception):
             sess.run(self._close_op)
 
-    def _stop_thread(self) -> None:
-        if self._thread is None:
+    def close_dataflow(self) -> None:
+        """Release what the DataFlow holds (sockets, processes), if it has a ``close()``."""
+        close = getattr(self.ds, "close", None)
+        if callable(close):
+            close()
+
+    # ---- the thread ------------------------------------------------------------------------------
+    def start_thread(self, sess) -> None:
+        """Start the enqueue thread, which runs ``sess``."""
+        if sess is None:
+            raise RuntimeError(f"{type(self).__name__}: no session to run the enqueue thread with")
+        if self.thread is not None:
+            raise RuntimeError(f"{type(self).__name__} was already started")
+        self._sess = sess
+        self.thread = EnqueueThread(self, sess)
+        self.thread.start()
+
+    def stop_thread(self) -> None:
+        """Stop the enqueue thread (within ``JOIN_TIMEOUT_S``), then close the queue."""
+        thread = self.thread
+        if thread is None:
             return
-        self._thread.stop()
-        self._close_queue(self._sess)
-        self._thread.join(JOIN_TIMEOUT_S)
-        if self._thread.is_alive():
+        thread.stop()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        with contextlib.suppress(Exception):  # the session may be closed already
+            while thread.is_alive() and time.monotonic() < deadline:
+                # A full queue may hold the thread in its enqueue: free a slot, so that the
+                # enqueue completes and the thread sees the stop request.
+                if self._sess.run(self.size_tensor) > 0:
+                    self._sess.run(self._drain_op)
+                thread.join(_DRAIN_POLL_S)
+        self.close_queue(self._sess)
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
             name = type(self).__name__
             logger.warning("%s: the input thread did not stop within %.0f s", name, JOIN_TIMEOUT_S)
+
+    def _raise_if_failed(self) -> None:
+        if self.thread is not None and self.thread.error is not None:
+            err = self.thread.error
+            raise RuntimeError(f"{type(self).__name__}: the input thread failed: {err!r}") from err

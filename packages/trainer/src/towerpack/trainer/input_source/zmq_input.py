@@ -68,7 +68,7 @@ class ZMQInput(QueueInput):
             raise NotImplementedError("ZMQInput reads an endless stream; pass size= for an epoch size")
         return self._fixed_size
 
-    def _datapoints(self, stop_event: threading.Event):
+    def datapoints(self, stop_event: threading.Event):
         last = time.monotonic()
         warned = False
         while not stop_event.is_set():
