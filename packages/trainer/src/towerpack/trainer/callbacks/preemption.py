@@ -141,8 +141,8 @@ class PreemptionSaver(Callback):
             self.saved = ""
             return
         step = self.global_step
-        if saver._kept and saver._kept[-1].endswith(f"-{step}"):  # this step's checkpoint exists
-            self.saved = saver._kept[-1]
+        if saver.latest is not None and saver.latest.endswith(f"-{step}"):  # this step's exists
+            self.saved = saver.latest
             return
         logger.info("Stop requested: saving a checkpoint at global_step %d", step)
         self.saved = saver.save() or ""

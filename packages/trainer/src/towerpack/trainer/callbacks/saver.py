@@ -116,6 +116,11 @@ class ModelSaver(Callback):
     def _trigger(self):
         self.save()
 
+    @property
+    def latest(self) -> str | None:
+        """The prefix of the newest checkpoint in the directory (``.../model-<step>``), or None."""
+        return self._kept[-1] if self._kept else None
+
     def save(self) -> str | None:
         """Save now; returns the checkpoint prefix, or None if the save failed."""
         step = self.trainer.global_step

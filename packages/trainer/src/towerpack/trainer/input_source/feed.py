@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from towerpack.dataflow import repeat_forever
+
 from ..callbacks.base import Callback
 from ..compat import tf, tfv1
 from .base import InputSource
-from .utils import DatapointChecker, placeholders_for, repeat_forever
+from .utils import DatapointChecker, placeholders_for
 
 __all__ = ["FeedInput"]
 

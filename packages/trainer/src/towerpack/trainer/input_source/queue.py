@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from towerpack.dataflow import repeat_forever
+
 from ..callbacks.base import Callback
 from ..compat import tf, tfv1
 from ..hooked_session import make_session_callable
 from .base import FeedfreeInput
-from .utils import DatapointChecker, logger, placeholders_for, repeat_forever
+from .utils import DatapointChecker, logger, placeholders_for
 
 __all__ = ["EnqueueThread", "QueueInput"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -15,7 +15,6 @@ __all__ = [
     "DatapointChecker",
     "depends_on",
     "placeholders_for",
-    "repeat_forever",
     "spec_name",
 ]
 
@@ -100,17 +99,6 @@ class DatapointChecker:
                     f"{self.where}: input '{name}' expects shape {list(want)}, got an array of {list(have)}"
                 )
         return dp if isinstance(dp, list) else list(dp)
-
-
-def repeat_forever(ds) -> Iterator:
-    """Iterate a DataFlow again and again; an empty pass is an error rather than a busy loop."""
-    while True:
-        produced = False
-        for dp in ds:
-            produced = True
-            yield dp
-        if not produced:
-            raise ValueError(f"{type(ds).__name__} produced no datapoint in a whole pass; cannot repeat it")
 
 
 def _as_ops(fetches) -> Iterable:
