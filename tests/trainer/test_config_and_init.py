@@ -104,6 +104,19 @@ def test_set_logger_dir_never_prompts(tmp_path):
         logger.set_logger_dir(str(d), action="x")
 
 
+def test_auto_set_dir_names_the_directory_after_the_script(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__="/x/mnist-convnet.py"))
+    assert logger.auto_set_dir() == "train_log/mnist-convnet"
+    assert logger.auto_set_dir(action="k", name="run2") == "train_log/mnist-convnet:run2"
+    assert (tmp_path / "train_log" / "mnist-convnet" / "log.log").exists()
+    with pytest.raises(FileExistsError, match="action="):
+        logger.auto_set_dir()
+
+
 def test_train_config_logdir_is_used(tmp_path):
     d = tmp_path / "cfgdir"
     config = TrainConfig(
