@@ -141,7 +141,7 @@ class Only1Signals(Callback):
 
 x, y, _ = linear_data(64, seed=3)
 config = TrainConfig(model=LinearRegression(lr=0.02), dataflow=ArrayBatches(x, y, batch_size=16),
-                     callbacks=[ModelSaver(), Only1Signals()], steps_per_epoch=20, max_epoch=1)
+                     callbacks=[ModelSaver(), Only1Signals()], steps_per_epoch=400, max_epoch=1)
 launch_train_with_config(config, trainer)
 """
 
@@ -150,7 +150,8 @@ launch_train_with_config(config, trainer)
 @pytest.mark.horovod
 @pytest.mark.timeout(120)
 def test_horovod_ranks_stop_after_the_same_step_and_rank_0_saves(horovod_required, tmp_path):
-    # Only rank 1 gets the signal: the ranks' vote, fetched with each step, stops both after one step.
+    # Only rank 1 gets the signal (after step 3): the ranks' vote, fetched about every 0.2 s, stops
+    # both after the same later step, long before the end.
     script = tmp_path / "train.py"
     script.write_text(HVD_SCRIPT)
     tests = str(Path(__file__).resolve().parents[1])
@@ -159,7 +160,9 @@ def test_horovod_ranks_stop_after_the_same_step_and_rank_0_saves(horovod_require
         env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=110,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # Rank 1 asks to stop (in its vote) with step 4: both end after step 4.
-    assert [(tmp_path / f"end.{r}").read_text() for r in (0, 1)] == ["4", "4"]
-    assert _checkpoint(tmp_path) == 'model_checkpoint_path: "model-4"'
+    ends = {(tmp_path / f"end.{r}").read_text() for r in (0, 1)}
+    assert len(ends) == 1, ends
+    (step,) = ends
+    assert 3 < int(step) < 400
+    assert _checkpoint(tmp_path) == f'model_checkpoint_path: "model-{step}"'
     assert "Training was stopped by StopTraining: received a stop request of another rank" in proc.stderr

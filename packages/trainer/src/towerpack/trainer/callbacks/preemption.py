@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from .. import logger
 from ..compat import tf, tfv1
 from .base import Callback
 from .saver import ModelSaver
 
-__all__ = ["STOP_SIGNALS", "PreemptionSaver"]
+__all__ = ["STOP_SIGNALS", "VOTE_EVERY_S", "PreemptionSaver"]
 
 #: The signals that ask a training to stop (the ones ``launch`` passes on).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+#: How often Horovod ranks compare their stop requests (seconds of steps), and the most steps apart.
+VOTE_EVERY_S = 0.2
+MAX_VOTE_INTERVAL = 1000
 
 
 class PreemptionSaver(Callback):
@@ -35,8 +39,10 @@ class PreemptionSaver(Callback):
     a checkpoint from the middle of an epoch resumes that epoch at the saved global step. A second
     SIGINT raises ``KeyboardInterrupt`` as usual.
 
-    All processes of a job stop after the same step: Horovod ranks agree on it through a one-integer
-    allreduce fetched with each step; TF-server workers stop together through their synchronous step.
+    All processes of a job stop after the same step: Horovod ranks agree on it through a small
+    allreduce fetched with a step about every ``vote_every_s`` seconds (at steps they agree on; 0:
+    every step), so a stop comes within that time of the signal; TF-server workers stop together
+    through their synchronous step.
 
     Only signals whose handler is Python's default are taken (a handler of your own, or a signal set
     to be ignored, stays as it was); the previous handlers are restored after training. Handlers can
@@ -47,8 +53,11 @@ class PreemptionSaver(Callback):
 
     _chief_only = False
 
-    def __init__(self, signals=STOP_SIGNALS):
+    def __init__(self, signals=STOP_SIGNALS, vote_every_s: float = VOTE_EVERY_S):
         self.signals = tuple(signals)
+        self.vote_every_s = float(vote_every_s)
+        self._next_vote = 0
+        self._last_vote: tuple[float, int] | None = None
         self.received: int | None = None
         self.saved: str | None = None
         self._previous: dict[int, object] = {}
@@ -66,10 +75,12 @@ class PreemptionSaver(Callback):
             # extra collective per step.
             grads = [op.inputs[0] for op in self.graph.get_operations() if op.type == "HorovodAllreduce"]
             dtype = grads[0].dtype if grads and grads[0].dtype.is_floating else tf.float32
-            self._wants = tfv1.placeholder_with_default(tf.constant(0, dtype), [], name="stop_requested")
+            # [wants to stop, the step interval to the next vote (rank 0 proposes it; others send 0)]
+            self._wants = tfv1.placeholder_with_default(tf.zeros([2], dtype), [2], name="stop_requested")
             with tf.control_dependencies(grads):
                 wants = tf.identity(self._wants)
             self._vote = hvd.allreduce(wants, op=hvd.Sum, name="PreemptionVote")
+            self._is_rank0 = self.trainer.is_chief
 
     def _before_train(self):
         if threading.current_thread() is not threading.main_thread():
@@ -94,14 +105,28 @@ class PreemptionSaver(Callback):
 
     # -- the loop ------------------------------------------------------------------------------------
     def _before_run(self, ctx):
-        if self._vote is None:
+        if self._vote is None or self.global_step < self._next_vote:
             return None
         wanted = 0 if self.received is None else 1
-        return tfv1.train.SessionRunArgs(fetches=self._vote, feed_dict={self._wants: wanted})
+        self._voting_at = self.global_step
+        interval = self._propose_interval() if self._is_rank0 else 0
+        return tfv1.train.SessionRunArgs(fetches=self._vote, feed_dict={self._wants: [wanted, interval]})
+
+    def _propose_interval(self) -> int:
+        """Steps until the next vote: about ``vote_every_s`` seconds of steps (1 to 1000)."""
+        now, step = time.monotonic(), self.global_step
+        last = self._last_vote
+        self._last_vote = (now, step)
+        if last is None or step <= last[1] or self.vote_every_s <= 0:
+            return 1
+        per_step = (now - last[0]) / (step - last[1])
+        return int(min(max(round(self.vote_every_s / max(per_step, 1e-6)), 1), MAX_VOTE_INTERVAL))
 
     def _after_run(self, run_context, run_values):
-        if self._vote is not None:
-            self._agreed = round(float(run_values.results))
+        if self._vote is not None and run_values.results is not None:
+            stop, interval = (round(float(v)) for v in run_values.results)
+            self._agreed = stop
+            self._next_vote = self._voting_at + max(interval, 1)
 
     def _stop_requested(self) -> bool:
         return self._agreed > 0 if self._vote is not None else self.received is not None
