@@ -82,6 +82,10 @@ class PreemptionSaver(Callback):
             self._vote = hvd.allreduce(wants, op=hvd.Sum, name="PreemptionVote")
             self._is_rank0 = self.trainer.is_chief
 
+    def _takes_part_in_runs(self) -> bool:
+        # Only the Horovod vote is fetched with steps; alone, a process checks its flag per step.
+        return self._vote is not None
+
     def _before_train(self):
         if threading.current_thread() is not threading.main_thread():
             logger.warning("PreemptionSaver: not in the main thread, so no signal handlers are installed")
