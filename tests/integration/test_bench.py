@@ -1,5 +1,6 @@
 """scripts/bench.py: the RESULT-line convention and the table it prints."""
 
+import contextlib
 import importlib.util
 import json
 import subprocess
@@ -64,4 +65,7 @@ def test_timeout_ends_the_benchmark_and_what_it_started(tmp_path):
     results, error = bench.run_benchmark(script, quick=False, timeout=3)
     assert results == [] and error == "timed out after 3 s"
     child = int(pid_file.read_text())
+    # Killed, it may still be exiting (its files are closed before it is gone): give it a moment.
+    with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+        psutil.Process(child).wait(timeout=5)
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
