@@ -18,6 +18,8 @@ from support.dataflow_cases import malformed_cases
 from support.dataflow_server import ServerProcess, dataflow_cmd, dataflow_env
 from support.procs import free_port, wait_for
 from towerpack.dataflow import RemoteDataZMQ, remote
+from towerpack.dataflow.credit import credit_set
+from towerpack.dataflow.wire import ControlMessage, decode_message
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -96,13 +98,38 @@ def test_server_hwm_caps_the_window_a_consumer_asks_for():
         stalled, busy = consumer(addr, hwm=50), consumer(addr, hwm=50)
         try:
             held = take(stalled, 1)
+            start = time.monotonic()
             got = take(busy, 400)
+            elapsed = time.monotonic() - start
             missing = set(range(max(got))) - set(got)
             # The stalled consumer asked for 50 but was sent no more than the server's 3.
             assert len(missing) <= 3 and set(held) <= missing
+            # The server says it granted 3, so the consumer acknowledges often enough for 3: it
+            # does not wait for its partial-acknowledgement timeout after every 3 datapoints.
+            timeout_paced = 400 / 3 * remote.PARTIAL_ACK_AFTER_MS / 1000
+            assert elapsed < 0.5 * timeout_paced, (elapsed, timeout_paced)
+            assert granted_window(addr, asked=50) == 3
         finally:
             stalled.close()
             busy.close()
+
+
+def granted_window(addr, asked):
+    """The window a server grants a bare client that asks for ``asked``, from its reply."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(addr)
+        sock.send_multipart(credit_set(asked))
+        while sock.poll(5000):
+            msg = decode_message(sock.recv_multipart())
+            if isinstance(msg, ControlMessage) and msg.kind == "window":
+                return msg.fields["size"]
+        return None
+    finally:
+        sock.close()
+        ctx.term()
 
 
 STRAGGLER = textwrap.dedent(

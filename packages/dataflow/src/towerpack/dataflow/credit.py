@@ -5,8 +5,10 @@ when they bind, so that a binding consumer can answer each of several producers 
 Control messages, all single-frame wire-format headers:
 
 - consumer to producer: ``credit`` with ``set`` (the window) and/or ``ack`` (datapoints received);
-- producer to consumer: ``ping`` (a liveness probe), and ``hello`` from a producer that connects
-  to a binding consumer, which has to hear from a producer before it can grant it credit.
+- producer to consumer: ``window`` (the window it granted, at most its own ``hwm``, in reply to
+  each ``set``; the consumer acknowledges every quarter of it), ``ping`` (a liveness probe),
+  ``eoe`` (an epoch's end), and ``hello`` from a producer that connects to a binding consumer,
+  which has to hear from a producer before it can grant it credit.
 
 Both ends also turn on ZMQ heartbeats, so that a peer that hangs or is cut off (its TCP
 connection still open) is disconnected and its unacknowledged datapoints go to other consumers.

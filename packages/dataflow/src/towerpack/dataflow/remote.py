@@ -43,7 +43,10 @@ logger = logging.getLogger(__name__)
 #: Without data for this long, a consumer re-announces its window (the producer may have restarted).
 RESYNC_S = 1.0
 #: With nothing to read for this long, acknowledge what was received even if under ack_every.
-PARTIAL_ACK_AFTER_MS = 2
+#: Not shorter: receive timeouts of a few ms cut the throughput of large datapoints by a fifth
+#: (benchmarks/dataflow_transport.py), and the producer's ``window`` reply keeps a producer from
+#: waiting for these acknowledgements anyway.
+PARTIAL_ACK_AFTER_MS = 20
 #: Without data for this long, a consumer logs a warning about the likely causes.
 SILENCE_WARN_S = 10.0
 
@@ -58,6 +61,8 @@ class _Producer:
 
     unacked: int = 0
     announce: bool = True
+    #: Acknowledge every this many datapoints: a quarter of the window the producer granted.
+    ack_every: int = 8
 
 
 def _close(sock: zmq.Socket, ctx: zmq.Context, monitor: zmq.Socket | None = None) -> None:
@@ -165,7 +170,9 @@ class RemoteDataZMQ(DataFlow):
         self._ctx, self._sock, self._monitor = ctx, sock, monitor
         self._finalizer = weakref.finalize(self, _close, sock, ctx, monitor)
         # Producers by routing id; a connecting consumer's one producer is None.
-        self._producers: dict[bytes | None, _Producer] = {} if self.bind else {None: _Producer()}
+        self._producers: dict[bytes | None, _Producer] = (
+            {} if self.bind else {None: _Producer(ack_every=self.ack_every)}
+        )
         self._data_at = time.monotonic()
         self._warned = False
         self._refused = False
@@ -189,7 +196,7 @@ class RemoteDataZMQ(DataFlow):
     def _flush_credit(self, partial: bool = False) -> None:
         for ident, p in list(self._producers.items()):
             # Acknowledge first: a window announcement counts what the producer still has in flight.
-            due = p.unacked and (partial or p.unacked >= self.ack_every)
+            due = p.unacked and (partial or p.unacked >= p.ack_every)
             if due and self._send_control(ident, credit_ack(p.unacked)):
                 p.unacked = 0
             if p.announce and self._send_control(ident, credit_set(self.hwm)):
@@ -231,7 +238,7 @@ class RemoteDataZMQ(DataFlow):
         # Called after PARTIAL_ACK_AFTER_MS without data (the receive timeout). In a steady stream
         # the next datapoint comes within that moment, and acknowledging each one while waiting
         # for it would double the messages both sides handle. Now the producer may be waiting
-        # for credit: it can cap our window below ack_every.
+        # for credit: an older producer does not say what window it granted.
         self._flush_credit(partial=True)
         waiting = any(p.announce for p in self._producers.values()) or not self._producers
         if self._sock.poll(100 if waiting else int(RESYNC_S * 1000) // 4):
@@ -282,8 +289,13 @@ class RemoteDataZMQ(DataFlow):
                 logger.warning("RemoteDataZMQ: skipped a malformed message from %s: %s", self.addr, e)
                 continue
             if producer is None:  # a producer that connected to this binding consumer
-                producer = self._producers[ident] = _Producer()
+                producer = self._producers[ident] = _Producer(ack_every=self.ack_every)
             if isinstance(msg, ControlMessage):
+                if msg.kind == "window":
+                    size = msg.fields.get("size")
+                    if type(size) is int and size > 0:
+                        producer.ack_every = max(1, min(self.ack_every, size // 4))
+                    continue
                 if msg.kind == "eoe":
                     epoch = msg.fields.get("epoch")
                     if type(epoch) is int:
@@ -294,7 +306,7 @@ class RemoteDataZMQ(DataFlow):
                 continue
             producer.unacked += 1
             # Acknowledged on the next call, once the caller is done with this datapoint.
-            self._credit_due = self._credit_due or producer.unacked >= self.ack_every or producer.announce
+            self._credit_due = self._credit_due or producer.unacked >= producer.ack_every or producer.announce
             self.received += 1
             self._data_at = time.monotonic()
             self._warned = False

@@ -158,6 +158,7 @@ class DataServer:
         self._epoch_end: EpochEnd | None = None
         self._marks_due: set[bytes] = set()
         self._rate = _Rate()
+        self._stalled = False
 
     @property
     def unacked(self) -> int:
@@ -197,7 +198,9 @@ class DataServer:
         for _ in range(min(ack, len(peer.unacked))):
             peer.unacked.popleft()
         if window is not None:
-            peer.credit = max(0, min(window, self.hwm) - len(peer.unacked))
+            granted = min(window, self.hwm)
+            peer.credit = max(0, granted - len(peer.unacked))
+            self._send_control(ident, encode_control("window", size=granted))
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
 
@@ -250,6 +253,16 @@ class DataServer:
             return None
         return encode(dp, self.allow_pickle)
 
+    def _send_control(self, ident: bytes, frames: list) -> bool:
+        """Send a control message to one consumer if its queue has room; whether it was sent."""
+        try:
+            self.sock.send_multipart([ident, *frames], flags=zmq.NOBLOCK)
+        except zmq.ZMQError as e:
+            if e.errno not in (zmq.EAGAIN, zmq.EHOSTUNREACH):
+                raise
+            return e.errno == zmq.EHOSTUNREACH  # a consumer that is gone needs nothing more
+        return True
+
     def _mark_epoch(self) -> None:
         """Once every datapoint of the ending epoch is acknowledged, send each consumer the mark."""
         if self._pending or any(p.unacked for p in self.peers.values()):
@@ -258,14 +271,8 @@ class DataServer:
             self._marks_due = set(self.peers)
         mark = encode_control("eoe", epoch=self._epoch_end.epoch)
         for ident in list(self._marks_due):
-            try:
-                self.sock.send_multipart([ident, *mark], flags=zmq.NOBLOCK)
-            except zmq.ZMQError as e:
-                if e.errno == zmq.EAGAIN:
-                    continue  # its queue is full: try again next round
-                if e.errno != zmq.EHOSTUNREACH:
-                    raise
-            self._marks_due.discard(ident)
+            if self._send_control(ident, mark):  # else its queue is full: try again next round
+                self._marks_due.discard(ident)
         if not self._marks_due:
             self.epochs = self._epoch_end.epoch
             self._epoch_end = None
@@ -281,7 +288,11 @@ class DataServer:
         return None
 
     def _send_some(self, budget: int) -> int:
-        """Send up to ``budget`` datapoints round-robin to consumers with credit; return how many."""
+        """Send up to ``budget`` datapoints round-robin to consumers with credit; return how many.
+
+        Sets ``_stalled`` when nothing could be sent because every consumer with credit had a
+        full ZMQ queue.
+        """
         done = 0
         blocked: set[bytes] = set()
         sock = self.sock
@@ -310,6 +321,7 @@ class DataServer:
             peer.unacked.append(msg)
             self.sent += 1
             done += 1
+        self._stalled = done == 0 and bool(blocked)
         return done
 
     # -- main loop -------------------------------------------------------------------------
@@ -319,7 +331,9 @@ class DataServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.sock.setsockopt(zmq.SNDHWM, self.hwm + 16)
+        # Credit bounds what is in flight; ZMQ learns of the peer's reads only about every half
+        # HWM, so an SNDHWM near the window would refuse sends that the credit allows.
+        self.sock.setsockopt(zmq.SNDHWM, 2 * self.hwm + 16)
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_CLIENT_MESSAGE)
         self.sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_MS)
         self.sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)  # so that the gatekeeper sees every connection
@@ -381,7 +395,8 @@ class DataServer:
                 # At an epoch's end only re-sent datapoints may go out until the mark is sent.
                 more = self._epoch_end is None or self._pending
                 can_send = bool(more) and any(p.credit > 0 for p in self.peers.values())
-                events = dict(poller.poll(0 if can_send else 100))
+                # A full ZMQ queue cannot be polled for (a ROUTER is always writable): wait a moment.
+                events = dict(poller.poll((1 if self._stalled else 0) if can_send else 100))
                 while events.get(self.sock):
                     self._on_message(self.sock.recv_multipart(copy=False))
                     if not self.sock.poll(0, zmq.POLLIN):
