@@ -26,6 +26,14 @@ from towerpack.trainer.compat import tf
 STEPS = 4  # 64 samples / batch 16
 
 
+@pytest.fixture(autouse=True)
+def python_ctrl_c():
+    """Python's own SIGINT handling, also when pytest started with SIGINT ignored (``&`` in a script)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 class SignalAt(Callback):
     """Sends ``signals`` to this process after global step ``step``; records each epoch's start."""
 
