@@ -24,7 +24,7 @@ from .common import EpochEnd, repeat_forever
 from .process import ParentWatch, check_start_method
 from .sharding import WorkerInfo, set_worker_info
 from .wire import DEFAULT_LIMITS, ControlMessage, WireLimits, encode, encode_control
-from .workers import Inbox, WorkerGroup, report_worker_error, worker_send
+from .workers import Inbox, WorkerGroup, WorkerGroupOwner, report_worker_error, worker_send
 
 __all__ = [
     "MultiProcessPrefetchData",
@@ -112,7 +112,7 @@ def _shutdown(group: WorkerGroup, inbox: Inbox, ctx: zmq.Context) -> None:
     ctx.term()
 
 
-class MultiProcessRunnerZMQ(ProxyDataFlow):
+class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
     """Iterate ``ds`` in ``num_proc`` worker processes and receive their datapoints in this one.
 
     Worker ``i`` of ``num_proc`` iterates its own copy of ``ds`` forever, with
@@ -219,22 +219,6 @@ class MultiProcessRunnerZMQ(ProxyDataFlow):
                     continue
                 produced += 1
                 yield msg
-
-    @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the workers (empty before ``reset_state``)."""
-        return self._group.pids if self._group is not None else []
-
-    def close(self) -> None:
-        """Stop and reap the workers and release the sockets; iterating afterwards raises."""
-        if self._finalizer is not None:
-            self._finalizer()
-
-    def __enter__(self) -> MultiProcessRunnerZMQ:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class MultiProcessRunner(MultiProcessRunnerZMQ):

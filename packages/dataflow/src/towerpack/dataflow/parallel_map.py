@@ -28,6 +28,7 @@ from .wire import (
 from .workers import (
     Inbox,
     WorkerGroup,
+    WorkerGroupOwner,
     ipc_address,
     report_worker_error,
     worker_recv,
@@ -100,7 +101,7 @@ def _shutdown(group: WorkerGroup, socks: list, inbox: Inbox, ctx: zmq.Context) -
     ctx.term()
 
 
-class MultiProcessMapDataZMQ(ProxyDataFlow):
+class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
     """Apply ``map_func`` to the datapoints of ``ds`` in ``num_proc`` worker processes.
 
     ``ds`` is iterated in this process; its datapoints go to the workers and the results come
@@ -223,22 +224,6 @@ class MultiProcessMapDataZMQ(ProxyDataFlow):
             produced += 1
             yield out
 
-    @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the workers (empty before ``reset_state``)."""
-        return self._group.pids if self._group is not None else []
-
-    def close(self) -> None:
-        """Stop and reap the workers and release the sockets."""
-        if self._finalizer is not None:
-            self._finalizer()
-
-    def __enter__(self) -> MultiProcessMapDataZMQ:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _dispatcher(
     watch: ParentWatch, ds: DataFlow, task_addr: str, result_addr: str, hwm: int, allow_pickle: bool
@@ -306,7 +291,7 @@ def _map_batch_process(
         ctx.term()
 
 
-class MultiProcessMapAndBatchDataZMQ(ProxyDataFlow):
+class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
     """Map with ``map_func`` and batch by ``batch_size`` in ``num_proc`` worker processes; endless.
 
     A dispatcher process repeats ``ds`` forever and hands datapoints to the workers (up to
@@ -375,22 +360,6 @@ class MultiProcessMapAndBatchDataZMQ(ProxyDataFlow):
                 _, msg = self._inbox.recv()
                 if type(msg) is not ControlMessage:
                     yield msg
-
-    @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the dispatcher and the workers (empty before ``reset_state``)."""
-        return self._group.pids if self._group is not None else []
-
-    def close(self) -> None:
-        """Stop and reap the processes and release the sockets."""
-        if self._finalizer is not None:
-            self._finalizer()
-
-    def __enter__(self) -> MultiProcessMapAndBatchDataZMQ:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class MultiThreadMapData(ProxyDataFlow):

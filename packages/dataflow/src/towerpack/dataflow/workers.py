@@ -26,7 +26,7 @@ import traceback
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import zmq
 
@@ -41,7 +41,15 @@ from .wire import (
     set_receive_limit,
 )
 
-__all__ = ["DataFlowWorkerError", "Inbox", "WorkerGroup", "ipc_address", "worker_recv", "worker_send"]
+__all__ = [
+    "DataFlowWorkerError",
+    "Inbox",
+    "WorkerGroup",
+    "WorkerGroupOwner",
+    "ipc_address",
+    "worker_recv",
+    "worker_send",
+]
 
 #: How often a blocked worker checks that its parent is still alive (ms).
 LIVENESS_POLL_MS = 500
@@ -219,6 +227,31 @@ def worker_died(sock: zmq.Socket, group: WorkerGroup, index: int, allow_pickle: 
         while (left := deadline - time.monotonic()) > 0 and sock.poll(int(left * 1000) + 1, zmq.POLLIN):
             raise_if_error(decode_message(sock.recv_multipart(copy=False), allow_pickle), group.name)
     return group.died_error(index)
+
+
+class WorkerGroupOwner:
+    """What a dataflow that runs a :class:`WorkerGroup` offers its users: the workers' pids,
+    ``close`` and the context manager. The dataflow sets ``_group`` and ``_finalizer`` (which
+    stops the group and releases the sockets) in ``reset_state``."""
+
+    _group: WorkerGroup | None = None
+    _finalizer: weakref.finalize | None = None
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (empty before ``reset_state``)."""
+        return self._group.pids if self._group is not None else []
+
+    def close(self) -> None:
+        """Stop and reap the workers and release the sockets; iterating afterwards raises."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Inbox:
