@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 
+from support.callback_runs import RecordLR, train_classifier
 from support.trainer_models import ArrayBatches, SoftmaxClassifier, blobs
 from towerpack.trainer.callbacks.base import Callback
 from towerpack.trainer.callbacks.inference import ClassificationError, ScalarStats
@@ -35,32 +36,8 @@ def batches(batch_size=32):
     return ArrayBatches(X, LABEL, batch_size=batch_size)
 
 
-def train(callbacks, steps=4, epochs=3, starting_epoch=1, config_cls=TrainConfig, **kwargs):
-    config = config_cls(
-        model=SoftmaxClassifier(),
-        dataflow=batches(),
-        callbacks=list(callbacks),
-        steps_per_epoch=steps,
-        max_epoch=epochs,
-        starting_epoch=starting_epoch,
-        **kwargs,
-    )
-    trainer = SimpleTrainer()
-    launch_train_with_config(config, trainer)
-    return trainer
-
-
-class RecordLR(Callback):
-    """The learning rate in effect during each epoch (read when the epoch starts)."""
-
-    def __init__(self):
-        self.values = {}
-
-    def _setup_graph(self):
-        self.var = next(v for v in tfv1.global_variables() if v.op.name == "learning_rate")
-
-    def _before_epoch(self):
-        self.values[self.epoch_num] = round(float(tfv1.get_default_session().run(self.var)), 6)
+def train(callbacks, steps=4, epochs=3, **config):
+    return train_classifier(callbacks, X, LABEL, steps, epochs, **config)
 
 
 def test_scheduled_setter_applies_values_after_the_scheduled_epochs():

@@ -9,6 +9,7 @@ import psutil
 import pytest
 from sklearn.metrics import precision_score, recall_score
 
+from support.callback_runs import RecordLR, train_classifier
 from support.trainer_models import ArrayBatches, SoftmaxClassifier, blobs
 from towerpack.trainer import (
     BinaryClassificationStats,
@@ -24,10 +25,7 @@ from towerpack.trainer import (
     ScalarStats,
     SendMonitorData,
     SendStat,
-    SimpleTrainer,
     StatMonitorParamSetter,
-    TrainConfig,
-    launch_train_with_config,
 )
 from towerpack.trainer.callbacks.base import Callback
 from towerpack.trainer.compat import tf, tfv1
@@ -38,30 +36,7 @@ X, LABEL = blobs(256, seed=4)
 
 
 def train(callbacks, steps=4, epochs=3, monitors=None, model=None):
-    config = TrainConfig(
-        model=model or SoftmaxClassifier(),
-        dataflow=ArrayBatches(X, LABEL, batch_size=32),
-        callbacks=list(callbacks),
-        monitors=monitors,
-        steps_per_epoch=steps,
-        max_epoch=epochs,
-    )
-    trainer = SimpleTrainer()
-    launch_train_with_config(config, trainer)
-    return trainer
-
-
-class RecordLR(Callback):
-    """The learning rate in effect during each epoch."""
-
-    def __init__(self):
-        self.values = {}
-
-    def _setup_graph(self):
-        self.var = next(v for v in tfv1.global_variables() if v.op.name == "learning_rate")
-
-    def _before_epoch(self):
-        self.values[self.epoch_num] = round(float(self.trainer.sess.run(self.var)), 6)
+    return train_classifier(callbacks, X, LABEL, steps, epochs, model=model, monitors=monitors)
 
 
 def test_human_setter_reads_the_file_before_training_and_after_each_epoch(logdir, caplog):

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from support.trainer_models import ArrayBatches, SoftmaxClassifier, blobs
+from support.callback_runs import train_classifier
+from support.trainer_models import SoftmaxClassifier, blobs
 from towerpack.trainer import (
     CheckNumerics,
     DumpParamAsImage,
@@ -25,12 +26,9 @@ from towerpack.trainer import (
     RunOp,
     SessionRunTimeout,
     SimpleMovingAverage,
-    SimpleTrainer,
     StartProcOrThread,
     TensorPrinter,
     TFEventWriter,
-    TrainConfig,
-    launch_train_with_config,
 )
 from towerpack.trainer.callbacks.base import Callback
 from towerpack.trainer.compat import tf, tfv1
@@ -42,18 +40,7 @@ X, LABEL = blobs(256, seed=3)
 
 
 def train(callbacks, steps=4, epochs=2, monitors=None, data=None, model=None):
-    config = TrainConfig(
-        model=model or SoftmaxClassifier(),
-        dataflow=None if data is not None else ArrayBatches(X, LABEL, batch_size=32),
-        data=data,
-        callbacks=list(callbacks),
-        monitors=monitors,
-        steps_per_epoch=steps,
-        max_epoch=epochs,
-    )
-    trainer = SimpleTrainer()
-    launch_train_with_config(config, trainer)
-    return trainer
+    return train_classifier(callbacks, X, LABEL, steps, epochs, model=model, data=data, monitors=monitors)
 
 
 class ImageRecorder(MonitorBase):
