@@ -26,6 +26,8 @@ __all__ = [
     "check_heartbeat",
     "credit_ack",
     "credit_set",
+    "credit_window",
+    "granted_window",
     "hello",
     "set_heartbeat",
 ]
@@ -58,6 +60,16 @@ def credit_set(window: int) -> list:
 
 def credit_ack(n: int) -> list:
     return encode_control("credit", ack=n)
+
+
+def credit_window(size: int) -> list:
+    return encode_control("window", size=size)
+
+
+def granted_window(fields: dict) -> int | None:
+    """The window a ``window`` message grants, or None if its fields are not a positive integer."""
+    size = fields.get("size")
+    return size if type(size) is int and size > 0 else None
 
 
 def hello() -> list:

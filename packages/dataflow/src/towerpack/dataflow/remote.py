@@ -25,7 +25,15 @@ from typing import Any
 import zmq
 
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
-from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, credit_ack, credit_set, set_heartbeat
+from .credit import (
+    BOUND_CONSUMER_ID,
+    HEARTBEAT_S,
+    check_heartbeat,
+    credit_ack,
+    credit_set,
+    granted_window,
+    set_heartbeat,
+)
 from .security import apply_client_keys
 from .wire import (
     DEFAULT_LIMITS,
@@ -292,8 +300,8 @@ class RemoteDataZMQ(DataFlow):
                 producer = self._producers[ident] = _Producer(ack_every=self.ack_every)
             if isinstance(msg, ControlMessage):
                 if msg.kind == "window":
-                    size = msg.fields.get("size")
-                    if type(size) is int and size > 0:
+                    size = granted_window(msg.fields)
+                    if size is not None:
                         producer.ack_every = max(1, min(self.ack_every, size // 4))
                     continue
                 if msg.kind == "eoe":

@@ -28,7 +28,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .base import DataFlow
 from .common import EpochEnd, repeat_forever
-from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, hello, set_heartbeat
+from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, credit_window, hello, set_heartbeat
 from .security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
 from .wire import ControlMessage, WireFormatError, WireLimits, decode_message, encode, encode_control
 
@@ -200,7 +200,7 @@ class DataServer:
         if window is not None:
             granted = min(window, self.hwm)
             peer.credit = max(0, granted - len(peer.unacked))
-            self._send_control(ident, encode_control("window", size=granted))
+            self._send_control(ident, credit_window(granted))
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
 

@@ -26,9 +26,6 @@ from towerpack.launcher.ports import check_port
 from towerpack.launcher.protocol import HEARTBEAT_INTERVAL_S
 from towerpack.launcher.spec import LaunchSpec, Mode, Role, SshOptions
 
-#: The coordinator's port when ``--master`` gives none.
-DEFAULT_MASTER_PORT = 29400
-
 
 def build(a: argparse.Namespace, env: dict) -> LaunchSpec:
     common = _common(a, env)
@@ -90,7 +87,7 @@ def node_mode(a: argparse.Namespace, env: dict, common: dict, step: slurm.SlurmS
         if a.nnodes is None or a.node_rank is None or a.master is None:
             raise UsageError("per-node mode needs all of --nnodes, --node-rank and --master ADDR:PORT")
         nnodes, node_rank, node_addr = a.nnodes, a.node_rank, None
-        master_host, master_port = net.split_host_port(a.master, DEFAULT_MASTER_PORT, "--master")
+        master_host, master_port = net.split_host_port(a.master, net.DEFAULT_MASTER_PORT, "--master")
     if not 0 <= node_rank < nnodes:
         raise UsageError(f"--node-rank must be in 0..{nnodes - 1}, got {node_rank}")
     slots, cuda = _local_processes(a, env)
@@ -120,7 +117,7 @@ def ssh_agent(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
         if len(ids) < a.agent_slots:
             raise UsageError(f"this host has {a.agent_slots} slots but --gpus gives only {len(ids)} GPU(s)")
         cuda = tuple(ids[: a.agent_slots])
-    master_host, master_port = net.split_host_port(a.master, DEFAULT_MASTER_PORT, "--master")
+    master_host, master_port = net.split_host_port(a.master, net.DEFAULT_MASTER_PORT, "--master")
     node_addr = net.iface_address(a.network_interface) if a.network_interface else a.node_addr
     common["output"] = dataclasses.replace(common["output"], bars=Bars.RELAY)
     return LaunchSpec(

@@ -79,9 +79,3 @@ class LocalStopDone:
     """An agent's view: the stop of its processes has finished; ``killed`` workers outlived the grace."""
 
     killed: int = 0
-
-
-Event = (
-    SignalReceived | TaskEnded | NodeLost | NodeSignalled | NodeStopped | NodeProbed | Message
-    | CoordinatorLost | LocalStopDone
-)  # fmt: skip

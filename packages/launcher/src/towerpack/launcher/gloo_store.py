@@ -14,10 +14,11 @@ every request whose first path segment is not exactly that. The token comes from
 from __future__ import annotations
 
 import hmac
-import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from towerpack.launcher.net import family
 
 #: The largest value a rank may store (Gloo stores addresses: a few hundred bytes).
 MAX_VALUE = 1 << 20
@@ -100,7 +101,7 @@ class GlooStore(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, addr: str, token: str, port: int = 0):
-        self.address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        self.address_family = family(addr)
         super().__init__((addr, port), _Handler)
         self.token = token
         self.prefix = f"{token}:{self.port}"

@@ -9,6 +9,9 @@ import psutil
 
 from towerpack.launcher.errors import UsageError
 
+#: The coordinator's port when ``--master`` gives none (under Slurm, the base of one per job).
+DEFAULT_MASTER_PORT = 29400
+
 
 def family(addr: str) -> int:
     return socket.AF_INET6 if ":" in addr else socket.AF_INET

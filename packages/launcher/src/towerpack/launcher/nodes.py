@@ -185,7 +185,7 @@ class ControlServer:
         self.events = events
         self.joined: dict[int, RemoteNode] = {}
         self._cond = threading.Condition()
-        self.sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+        self.sock = socket.socket(net.family(addr))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((addr, port))
         self.sock.listen(64)

@@ -19,13 +19,6 @@ from towerpack.launcher.errors import UsageError
 from towerpack.launcher.net import family
 
 
-def free_port(addr: str = "127.0.0.1") -> int:
-    """A port that is free on ``addr`` right now (nothing holds it afterwards)."""
-    with socket.socket(family(addr)) as sock:
-        sock.bind((addr, 0))
-        return sock.getsockname()[1]
-
-
 def check_port(addr: str, port: int, what: str) -> None:
     """Raise a UsageError naming ``what`` if ``port`` cannot be bound on ``addr``."""
     with socket.socket(family(addr)) as sock:

@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass
 
 from towerpack.launcher.errors import UsageError
-
-#: The coordinator's port under Slurm: derived from the job id, so that jobs sharing a node differ.
-BASE_PORT = 29400
+from towerpack.launcher.net import DEFAULT_MASTER_PORT
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class SlurmStep:
 
     @property
     def master_port(self) -> int:
-        return BASE_PORT + int(self.job_id or 0) % 1000
+        return DEFAULT_MASTER_PORT + int(self.job_id or 0) % 1000
 
 
 def step(env: dict) -> SlurmStep | None:

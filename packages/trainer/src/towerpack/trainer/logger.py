@@ -123,6 +123,15 @@ def get_logger_dir() -> str | None:
     return _LOG_DIR
 
 
+def require_logger_dir(who: str) -> str:
+    """The log directory, or a ValueError saying that ``who`` writes there and none is set."""
+    if _LOG_DIR is None or not os.path.isdir(_LOG_DIR):
+        raise ValueError(
+            f"{who} writes into the log directory, but none is set: call logger.set_logger_dir() first"
+        )
+    return _LOG_DIR
+
+
 def unset_logger_dir() -> None:
     """Forget the log directory (and close its log file); monitors become no-ops again."""
     global _LOG_DIR, _FILE_HANDLER

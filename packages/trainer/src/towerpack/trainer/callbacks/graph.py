@@ -155,7 +155,7 @@ class DumpTensors(ProcessTensors):
 
     def __init__(self, names):
         names = _tensor_names(names, type(self).__name__)
-        self._dir = _log_dir_now(type(self).__name__)
+        self._dir = logger.require_logger_dir(type(self).__name__)
 
         def save(*values):
             path = os.path.join(self._dir, f"DumpTensor-{self.global_step}.npz")
@@ -182,7 +182,7 @@ class DumpTensorAsImage(Callback):
         self.prefix = op_name if prefix is None else prefix
         self.func = map_func
         self.scale = scale
-        self.log_dir = _log_dir_now(type(self).__name__)
+        self.log_dir = logger.require_logger_dir(type(self).__name__)
 
     def _setup_graph(self) -> None:
         self._tensor = self.graph.get_tensor_by_name(self.tensor_name)
@@ -216,15 +216,6 @@ class DumpTensorAsImage(Callback):
         Image.fromarray(pixels).save(
             os.path.join(self.log_dir, f"{self.prefix}-ep{self.epoch_num:03d}{suffix}.png")
         )
-
-
-def _log_dir_now(who: str) -> str:
-    logdir = logger.get_logger_dir()
-    if logdir is None:
-        raise ValueError(
-            f"{who} writes into the log directory, but none is set: call logger.set_logger_dir() first"
-        )
-    return logdir
 
 
 DumpTensor = DumpTensors

@@ -39,7 +39,7 @@ class Callbacks(Callback):
             if not isinstance(cb, Callback):
                 raise TypeError(f"{cb!r} is not a Callback")
         self.cbs = list(cbs)
-        self._step_fns = [cb.trigger_step for cb in self.cbs]
+        self._step_fns: list = []  # set by setup_graph
 
     def setup_graph(self, trainer) -> None:
         self.trainer = trainer

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import logger
 from ..compat import tfv1
+from ..tower import strip_tower_prefix
 from .base import Callback
 
 __all__ = [
@@ -62,12 +63,11 @@ class NoOpMonitor(MonitorBase):
         return f"NoOpMonitor({self._name})" if self._name else "NoOpMonitor"
 
 
-_TOWER_PREFIX = re.compile(r"^tower[0-9]+/")
 _SUMMARY_SUFFIX = "-summary"
 
 
 def _clean_tag(tag: str) -> str:
-    tag = _TOWER_PREFIX.sub("", tag)
+    tag = strip_tower_prefix(tag)
     return tag[: -len(_SUMMARY_SUFFIX)] if tag.endswith(_SUMMARY_SUFFIX) else tag
 
 

@@ -64,11 +64,7 @@ class GraphProfiler(Callback):
     """
 
     def __init__(self, dump_metadata: bool = False, dump_tracing: bool = True, dump_event: bool = False):
-        self._dir = logger.get_logger_dir()
-        if self._dir is None or not os.path.isdir(self._dir):
-            raise ValueError(
-                "GraphProfiler writes into the log directory, but none is set: call logger.set_logger_dir()"
-            )
+        self._dir = logger.require_logger_dir("GraphProfiler")
         self._dump_metadata = dump_metadata
         self._dump_tracing = dump_tracing
         self._dump_event = dump_event
