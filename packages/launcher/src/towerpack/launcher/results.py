@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from towerpack.launcher.signals import name as signal_name
-from towerpack.launcher.tasks import Exit, TaskKind
+from towerpack.launcher.tasks import Exit, TaskKind, exit_status
 
 
 class JobState(enum.Enum):
@@ -64,9 +64,7 @@ class Failure:
     @property
     def exit_status(self) -> int:
         """The shell convention for a task (its code, or 128+N for signal N); 1 for a lost node."""
-        if self.code is None:
-            return 1
-        return 128 - self.code if self.code < 0 else self.code
+        return 1 if self.code is None else exit_status(self.code)
 
     def to_json(self) -> dict:
         signalled = self.code is not None and self.code < 0

@@ -37,6 +37,11 @@ def describe_code(code: int) -> str:
         return f"killed by signal {-code}"
 
 
+def exit_status(code: int) -> int:
+    """The shell convention for a return code: the code itself, or 128+N for a death by signal N."""
+    return 128 - code if code < 0 else code
+
+
 @dataclass(frozen=True)
 class Exit:
     """How one task ended.
@@ -59,8 +64,7 @@ class Exit:
 
     @property
     def exit_status(self) -> int:
-        """The shell convention: the code itself, or 128+N for a death by signal N."""
-        return 128 - self.code if self.code < 0 else self.code
+        return exit_status(self.code)
 
 
 @dataclass(frozen=True)

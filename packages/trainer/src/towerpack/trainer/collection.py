@@ -7,7 +7,15 @@ import contextlib
 
 from .compat import tfv1
 
-__all__ = ["backup_collection", "freeze_collection", "restore_collection"]
+__all__ = ["add_to_collection_once", "backup_collection", "freeze_collection", "restore_collection"]
+
+
+def add_to_collection_once(key: str, *values) -> None:
+    """Append each of ``values`` to the collection ``key`` unless it is there already (by identity)."""
+    collection = tfv1.get_collection_ref(key)
+    for v in values:
+        if all(v is not m for m in collection):
+            collection.append(v)
 
 
 def backup_collection(keys=None) -> dict:

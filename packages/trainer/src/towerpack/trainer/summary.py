@@ -13,7 +13,7 @@ from . import logger
 from .common import full_match
 from .compat import tf, tfv1
 from .scope_utils import cached_name_scope
-from .tower import MOVING_SUMMARY_OPS, get_current_tower_context, strip_tower_prefix
+from .tower import MOVING_SUMMARY_OPS, in_main_training_tower, strip_tower_prefix
 
 __all__ = [
     "MOVING_SUMMARY_OPS",
@@ -22,11 +22,6 @@ __all__ = [
     "add_param_summary",
     "add_tensor_summary",
 ]
-
-
-def _summaries_allowed() -> bool:
-    ctx = get_current_tower_context()
-    return ctx is None or ctx.is_main_training_tower
 
 
 def _clean_name(tensor) -> str:
@@ -50,7 +45,7 @@ def add_moving_summary(
     or under a reusing variable scope). With ``collection=None`` nothing updates the averages
     except running the returned tensors, which update and then read them.
     """
-    if not _summaries_allowed():
+    if not in_main_training_tower():
         return []
     if tfv1.get_variable_scope().reuse is True:
         logger.warning("add_moving_summary() called under reuse=True; no summaries are added")
@@ -115,7 +110,7 @@ def add_tensor_summary(x, types, name: str | None = None, collections=None, main
     unknown = [t for t in types if t not in _SUMMARY_TYPES]
     if unknown:
         raise KeyError(f"unknown summary type(s) {unknown}; choose from {sorted(_SUMMARY_TYPES)}")
-    if main_tower_only and not _summaries_allowed():
+    if main_tower_only and not in_main_training_tower():
         return
     name = name or x.op.name
     for kind in dict.fromkeys(types):
@@ -144,7 +139,7 @@ def add_param_summary(*summary_lists, collections=None) -> None:
     for item in summary_lists:
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str)):
             raise TypeError(f"add_param_summary takes (regex, [types]) pairs, got {item!r}")
-    if not _summaries_allowed():
+    if not in_main_training_tower():
         return
     params = tfv1.get_collection(tfv1.GraphKeys.TRAINABLE_VARIABLES)
     with cached_name_scope("param-summary"):

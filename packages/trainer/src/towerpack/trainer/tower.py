@@ -28,6 +28,7 @@ __all__ = [
     "TowerTensorHandles",
     "TrainTowerContext",
     "get_current_tower_context",
+    "in_main_training_tower",
     "strip_tower_prefix",
 ]
 
@@ -46,6 +47,11 @@ def strip_tower_prefix(name: str) -> str:
 def get_current_tower_context() -> BaseTowerContext | None:
     """The TowerContext being built, or None outside any tower."""
     return _CURRENT
+
+
+def in_main_training_tower() -> bool:
+    """Whether what is being built is built once: outside any tower, or in the main training tower."""
+    return _CURRENT is None or _CURRENT.is_main_training_tower
 
 
 class BaseTowerContext:

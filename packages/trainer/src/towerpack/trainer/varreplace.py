@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from .collection import add_to_collection_once
 from .compat import tf, tfv1
 
 __all__ = ["custom_getter_scope", "freeze_variables", "remap_variables"]
@@ -55,9 +56,8 @@ def freeze_variables(stop_gradient: bool = True, skip_collection: bool = False):
         if skip_collection:
             kwargs["trainable"] = False
         v = getter(*args, **kwargs)
-        model_vars = tfv1.get_collection_ref(tfv1.GraphKeys.MODEL_VARIABLES)
-        if trainable and skip_collection and not any(m is v for m in model_vars):
-            model_vars.append(v)
+        if trainable and skip_collection:
+            add_to_collection_once(tfv1.GraphKeys.MODEL_VARIABLES, v)
         if trainable and stop_gradient:
             v = tf.stop_gradient(v, name="freezed_" + name)
         return v

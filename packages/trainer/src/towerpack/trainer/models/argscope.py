@@ -12,6 +12,7 @@ import functools
 import inspect
 
 from .. import logger
+from ..tower import in_main_training_tower
 
 __all__ = ["argscope", "enable_argscope_for_function", "enable_argscope_for_module", "get_arg_scope"]
 
@@ -49,13 +50,6 @@ def argscope(layers, **kwargs):
         _STACK.pop()
 
 
-def _in_main_tower() -> bool:
-    from ..tower import get_current_tower_context
-
-    ctx = get_current_tower_context()
-    return ctx is None or ctx.is_main_training_tower
-
-
 def enable_argscope_for_function(func, log_shape: bool = True):
     """A version of ``func`` that takes defaults from ``argscope`` (keyed by its ``__name__``) and,
     with ``log_shape``, logs ``'name': in --> out`` shapes in the main tower."""
@@ -65,7 +59,7 @@ def enable_argscope_for_function(func, log_shape: bool = True):
     def wrapped(*args, **kwargs):
         merged = {**get_arg_scope().get(name, {}), **kwargs}
         out = func(*args, **merged)
-        if log_shape and _in_main_tower():
+        if log_shape and in_main_training_tower():
             first_in = args[0] if args else next(iter(kwargs.values()), None)
             first_out = out[0] if isinstance(out, (list, tuple)) else out
             shapes = [getattr(t, "shape", "?") for t in (first_in, first_out)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 
 from .. import logger
+from ..collection import add_to_collection_once
 from ..compat import tf, tfv1
 from ..tower import get_current_tower_context
 from .batch_norm_sync import SyncMode, synchronized_moments
@@ -84,10 +85,7 @@ def _create_params(num_chan, dtype, center, scale, beta_initializer, gamma_initi
         "variance/EMA", [num_chan], dtype, initializer=tfv1.ones_initializer(), trainable=False
     )
     if main_tower:
-        model_vars = tfv1.get_collection_ref(tfv1.GraphKeys.MODEL_VARIABLES)
-        for v in (mean, variance):
-            if all(v is not m for m in model_vars):
-                model_vars.append(v)
+        add_to_collection_once(tfv1.GraphKeys.MODEL_VARIABLES, mean, variance)
     return beta, gamma, mean, variance
 
 

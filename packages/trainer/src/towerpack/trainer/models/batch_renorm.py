@@ -9,6 +9,7 @@ and ``moving_variance``. Variable names are TensorFlow's (``moving_mean``, ``mov
 
 from __future__ import annotations
 
+from ..collection import add_to_collection_once
 from ..compat import tf, tfv1
 from ..tower import get_current_tower_context
 from ._common import finish
@@ -73,10 +74,8 @@ def BatchRenorm(
     renorm_std = var("renorm_stddev", ones, trainable=False)
     main = ctx.is_main_training_tower
     if main:
-        tfv1.get_collection_ref(tfv1.GraphKeys.MODEL_VARIABLES).extend(
-            v
-            for v in (moving_mean, moving_var, renorm_mean, renorm_std)
-            if all(v is not m for m in tfv1.get_collection(tfv1.GraphKeys.MODEL_VARIABLES))
+        add_to_collection_once(
+            tfv1.GraphKeys.MODEL_VARIABLES, moving_mean, moving_var, renorm_mean, renorm_std
         )
     b = lambda t: tf.reshape(t, shape) if t is not None else None
 
