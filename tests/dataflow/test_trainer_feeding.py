@@ -21,7 +21,6 @@ from towerpack.dataflow import (
     pack,
     unpack,
 )
-from towerpack.dataflow.process import START_METHOD_VAR
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.input_source import ZMQInput
 
@@ -53,10 +52,10 @@ def test_three_horovod_ranks_with_worker_processes_run_equal_steps_over_100_data
     tmp_path, horovod_required
 ):
     id_dataset(tmp_path / "ids.lmdb")
-    # Workers start after TensorFlow is loaded: spawned, as by default (this folder's tests fork).
+    # Workers start after TensorFlow and Horovod are running: forked, as by default.
     proc = launch(
         "--np", "3", "--backend", "horovod", SCRIPT, str(tmp_path), str(tmp_path / "ids.lmdb"), "horovod",
-        "--workers", "2", timeout=170, env={START_METHOD_VAR: "spawn"},
+        "--workers", "2", timeout=170,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     ids = check_equal_steps_and_coverage(tmp_path)

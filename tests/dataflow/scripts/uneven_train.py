@@ -2,8 +2,6 @@
 
 Usage: uneven_train.py OUTDIR DATASET horovod|tf-server [--workers N]
 Each worker rank saves the ids it trained on, one row per step, to OUTDIR/ids.<rank>.npy.
-TensorFlow is imported inside main(): spawned dataflow workers import this module, and need not
-load it.
 """
 
 import argparse

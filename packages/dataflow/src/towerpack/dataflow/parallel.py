@@ -133,9 +133,9 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         ds: the dataflow to run in the workers.
         num_proc: number of worker processes.
         hwm: ZMQ high-water mark (datapoints queued per worker).
-        start_method: ``"fork"`` (default when no threaded framework is loaded) or ``"spawn"``
-            (needs a picklable ``ds``); ``"forkserver"`` is refused, since its workers could not
-            die with this process.
+        start_method: ``"fork"`` (the default, also under TensorFlow: see
+            :mod:`towerpack.dataflow.process`) or ``"spawn"`` (needs a picklable ``ds``);
+            ``"forkserver"`` is refused, since its workers could not die with this process.
         allow_pickle: allow datapoints that are not arrays/numbers/strings to travel pickled.
         limits: the wire limits of received messages.
     """

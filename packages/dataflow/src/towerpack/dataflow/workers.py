@@ -31,7 +31,15 @@ from typing import Any, Self
 import zmq
 
 from .base import DataFlowTerminated
-from .process import ParentWatch, describe_exit, get_mp_context, mask_sigint, stop_processes, worker_prologue
+from .process import (
+    ParentWatch,
+    describe_exit,
+    frozen_gc,
+    get_mp_context,
+    mask_sigint,
+    stop_processes,
+    worker_prologue,
+)
 from .wire import (
     DEFAULT_LIMITS,
     ControlMessage,
@@ -155,7 +163,8 @@ class WorkerGroup:
         _live_groups.add(self)
         atexit.unregister(_stop_live_groups)
         atexit.register(_stop_live_groups)
-        with mask_sigint():
+        lean = frozen_gc() if self.start_method == "fork" else contextlib.nullcontext()
+        with mask_sigint(), lean:
             for i, p in enumerate(self.procs):
                 try:
                     p.start()
@@ -165,10 +174,8 @@ class WorkerGroup:
                     self.stop()
                     raise RuntimeError(
                         f"{self.name}: cannot start workers with the {self.start_method!r} start method "
-                        f"because the dataflow cannot be pickled ({e}). Forking is the default only while "
-                        "no threaded framework (TensorFlow, PyTorch) is imported: create the dataflow's "
-                        "runners before importing it, make the dataflow picklable, or pass "
-                        "start_method='fork' to accept the risk of forking a threaded process."
+                        f"because the dataflow cannot be pickled ({e}). Make the dataflow picklable, or "
+                        "use start_method='fork' (the default), which needs no pickling."
                     ) from None
                 self.sentinels[p.sentinel] = i
 
