@@ -82,6 +82,32 @@ def test_shard_data_of_a_shuffled_list_in_worker_processes_and_threads():
             t.close()
 
 
+def test_an_iteration_that_stops_at_the_epochs_length_leaves_the_next_epoch_whole():
+    """A consumer that reads exactly ``len(df)`` datapoints (as an inference runner does) and
+    stops before the end-of-epoch marks gets a whole epoch from its next iteration; one that
+    stops in the middle of an epoch gets the next epoch, not the rest of the old one."""
+
+    def check(runner):
+        runner.reset_state()
+        for _ in range(3):
+            it = iter(runner)
+            assert_each_once([next(it) for _ in range(N)])
+            del it
+        it = iter(runner)
+        next(it)
+        del it
+        epoch = list(runner)
+        assert_each_once(epoch)
+
+    with MultiProcessRunnerZMQ(ShardData(DataFromList(list(range(N)), shuffle=True)), 2, hwm=4) as runner:
+        check(runner)
+    threads = MultiThreadRunner(lambda: ShardData(DataFromList(list(range(N)), shuffle=True)), 4, 2)
+    try:
+        check(threads)
+    finally:
+        threads.close()
+
+
 def read_epochs(consumers, epochs):
     """Read every consumer in a thread of its own until every server has ended ``epochs`` epochs.
 

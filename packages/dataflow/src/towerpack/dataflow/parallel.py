@@ -163,6 +163,8 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._finalizer: weakref.finalize | None = None
         self._exact: bool | None = None
         self._epochs = _Epochs(num_proc)
+        #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
+        self._epoch_open = False
 
     def reset_state(self) -> None:
         if self._group is not None:
@@ -195,6 +197,19 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
             lengths.append(msg.fields.get("len"))
         self._exact = exact_epochs(_length(self.ds), lengths)
 
+    def _exact_epoch(self) -> Iterator[Any]:
+        """The datapoints until every worker has ended its pass (see the module docstring)."""
+        self._epoch_open = True
+        epochs, recv = self._epochs, self._inbox.recv
+        while True:
+            i, msg = recv(epochs.active)
+            if type(msg) is ControlMessage:
+                if msg.kind == "eoe" and epochs.end(i):
+                    self._epoch_open = False
+                    return
+                continue
+            yield msg
+
     def __iter__(self) -> Iterator[Any]:
         if self._group is None:
             raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
@@ -203,14 +218,11 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
                 self._handshake()
             recv = self._inbox.recv
             if self._exact:
-                epochs = self._epochs
-                while True:
-                    i, msg = recv(epochs.active)
-                    if type(msg) is ControlMessage:
-                        if msg.kind == "eoe" and epochs.end(i):
-                            return
-                        continue
-                    yield msg
+                if self._epoch_open:
+                    for _ in self._exact_epoch():  # what the last, abandoned iteration left of its epoch
+                        pass
+                yield from self._exact_epoch()
+                return
             size = _length(self.ds)
             produced = 0
             while size is None or produced < size:
@@ -260,6 +272,7 @@ class MultiThreadRunner(DataFlow):
         self._guard = DataFlowReentrantGuard()
         self._exact: bool | None = None
         self._epochs = _Epochs(num_thread)
+        self._epoch_open = False  # as in MultiProcessRunnerZMQ
         self._held: list[list[Any]] = [[] for _ in range(num_thread)]
 
     def __len__(self) -> int:
@@ -320,6 +333,9 @@ class MultiThreadRunner(DataFlow):
                         self._held[index].append(item)
                 self._exact = exact_epochs(_length(self.dfs[0]), lengths)
             if self._exact:
+                if self._epoch_open:
+                    for _ in self._iter_exact():  # what the last, abandoned iteration left of its epoch
+                        pass
                 yield from self._iter_exact()
             else:
                 yield from self._iter_free()
@@ -332,11 +348,13 @@ class MultiThreadRunner(DataFlow):
             yield self._get()
 
     def _iter_exact(self) -> Iterator[Any]:
+        self._epoch_open = True
         for index, item in self._items():
             if isinstance(item, tuple) and item[:1] == ("hello",):
                 continue
             if isinstance(item, EpochEnd):
                 if self._epochs.end(index):
+                    self._epoch_open = False
                     self._release()
                     return
                 continue
