@@ -47,9 +47,9 @@ def test_workers_of_a_tensorflow_process_are_lean():
         df = MultiProcessRunnerZMQ(MapData(DataFromList([[i] for i in range(40)], shuffle=False), work), 2)
         df.reset_state()
         pids = set()
-        for count, (pid, _) in enumerate(df):
-            pids.add(int(pid))
-            if len(pids) == 2 or count == 400:
+        for _ in range(20):  # epochs of 40, until both workers have answered
+            pids.update(int(pid) for pid, _ in df)
+            if len(pids) == 2:
                 break
         uss = max(psutil.Process(p).memory_full_info().uss for p in df.worker_pids)
         print(len(pids), round(uss / 2**20))

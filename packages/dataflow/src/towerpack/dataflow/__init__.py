@@ -1,4 +1,11 @@
-"""towerpack.dataflow: Python data pipelines with ZMQ multi-process prefetch. Never imports TensorFlow."""
+"""towerpack.dataflow: Python data pipelines with ZMQ multi-process prefetch. Never imports TensorFlow.
+
+The image side (``imgaug``, ``dataset`` and the image components, which need OpenCV) loads on
+first use, so that importing the package stays cheap for processes that never touch images.
+"""
+
+import importlib
+from typing import Any
 
 from .base import (
     DataFlow,
@@ -44,6 +51,7 @@ from .parallel_map import (
 from .printing import PrintData
 from .reader import DatasetReader
 from .remote import RemoteDataZMQ
+from .seeding import fix_rng_seed, set_seed
 from .serialize import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
 from .server import DataServer, send_dataflow_zmq
 from .shard import ShardData
@@ -54,7 +62,31 @@ from .tfrecord import TFRecordData
 from .wire import WireFormatError, WireLimits, decode, encode, pack, recv_datapoint, send_datapoint, unpack
 from .workers import DataFlowWorkerError
 
+#: Loaded on first use: attribute -> module (a submodule itself, or the module that defines it).
+_LAZY = {
+    "imgaug": ".imgaug",
+    "dataset": ".dataset",
+    "AugmentImageComponent": ".image",
+    "AugmentImageComponents": ".image",
+    "AugmentImageCoordinates": ".image",
+    "ImageFromFile": ".image",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = importlib.import_module(module, __name__)
+    value = loaded if module == f".{name}" else getattr(loaded, name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "AugmentImageComponent",
+    "AugmentImageComponents",
+    "AugmentImageCoordinates",
     "BatchData",
     "BatchDataByShape",
     "CacheData",
@@ -74,6 +106,7 @@ __all__ = [
     "FixedSizeData",
     "HDF5Data",
     "HDF5Serializer",
+    "ImageFromFile",
     "JoinData",
     "LMDBData",
     "LMDBDataDecoder",
@@ -115,13 +148,17 @@ __all__ = [
     "WireLimits",
     "WorkerInfo",
     "benchmark",
+    "dataset",
     "decode",
     "encode",
+    "fix_rng_seed",
     "get_worker_info",
+    "imgaug",
     "pack",
     "recv_datapoint",
     "repeat_forever",
     "send_dataflow_zmq",
     "send_datapoint",
+    "set_seed",
     "unpack",
 ]

@@ -1,4 +1,5 @@
-"""The ``dataflow`` command: ``serve``, ``write``, ``inspect``, ``bench`` and ``keygen`` (built with fire)."""
+"""The ``dataflow`` command: ``serve``, ``write``, ``inspect``, ``bench``, ``keygen``, ``pack-images`` and
+``read-images`` (built with fire)."""
 
 from __future__ import annotations
 
@@ -226,8 +227,12 @@ def keygen(directory: str, name: str = "server") -> None:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s %(message)s")
+    # Imported here: the image commands load cv2, which the other commands do not need.
+    from .image_commands import pack_images, read_images
+
     try:
         commands = {"serve": serve, "write": write, "inspect": inspect, "bench": bench, "keygen": keygen}
+        commands |= {"pack-images": pack_images, "read-images": read_images}
         fire.Fire(commands, command=argv, name="dataflow")
     except CLIError as e:
         print(f"dataflow: error: {e}", file=sys.stderr, flush=True)

@@ -1,0 +1,156 @@
+"""The "efficient dataflow" recipe: image files packed into one LMDB, read back decoded and augmented.
+
+A record is ``[uint8 array of the file's encoded bytes, int label]``, written by the project's LMDB
+writer (:func:`~towerpack.dataflow.lmdb_format.write_lmdb`), so a pass over the dataset is one
+sequential read instead of a random read per file. Reading, every worker process reads its shard
+of each epoch (in shuffled blocks, through a shuffle buffer), decodes and augments; the records are
+stored in a shuffled order so that blocks mix classes. The consumer stacks the batches: with 2
+workers and the consumer sharing 2 busy cores, that was as fast as stacking in the workers or
+faster (500x375 JPEGs, validation augmentation, batches of 64: medians of six interleaved runs 970
+against 950 images/s; 680-880 against 260-440 in runs under heavier load), and it keeps epochs
+exact (every record once per epoch across workers and ranks) with one remainder batch at most.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import DataFlow
+from .batch import BatchData
+from .dataset import ILSVRC12Files
+from .image import AugmentImageComponent
+from .jpeg import Color, ImageDecodeError, decode_image
+from .lmdb_format import LMDBData, write_lmdb
+from .mapping import MapData
+from .parallel import MultiProcessRunnerZMQ
+from .wire import WireFormatError, unpack
+
+__all__ = ["ImageBatches", "image_lmdb_dataflow", "pack_image_lmdb", "pack_imagenet"]
+
+
+def _file_record(dp: Any) -> list:
+    """``[path, label]`` -> ``[uint8 array of the file's bytes, int label]``."""
+    if not isinstance(dp, (list, tuple)) or len(dp) != 2:
+        raise ValueError(f"pack_image_lmdb: expected datapoints [file path, label], got {dp!r:.200}")
+    path, label = os.fspath(dp[0]), dp[1]
+    try:
+        label = operator.index(label)  # an int or numpy integer; not a float or a string
+    except TypeError:
+        raise ValueError(f"pack_image_lmdb: {path}: the label {label!r} is not an integer") from None
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"pack_image_lmdb: image file {path} does not exist") from None
+    if data.size == 0:
+        raise ImageDecodeError(f"pack_image_lmdb: image file {path} is empty")
+    return [data, label]
+
+
+def pack_image_lmdb(
+    df: DataFlow, path: str | os.PathLike, write_frequency: int = 5000, progress: bool = True
+) -> int:
+    """Write one epoch of ``df`` (``[file path, label]`` datapoints) as an image LMDB at ``path``.
+
+    Each record holds the file's encoded bytes unchanged (decoded when read). Returns the
+    number of records; ``path`` must not exist.
+    """
+    return write_lmdb(MapData(df, _file_record), path, write_frequency, progress=progress)
+
+
+def pack_imagenet(
+    data_dir: str | os.PathLike,
+    name: str,
+    out_path: str | os.PathLike,
+    meta_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    """Pack split ``name`` of an ImageNet-layout directory into an image LMDB at ``out_path``.
+
+    The file list and labels are ``ILSVRC12Files(data_dir, name, meta_dir)``'s, stored in an
+    order shuffled by ``seed``. Returns the number of records.
+    """
+    files = ILSVRC12Files(os.fspath(data_dir), name, meta_dir=meta_dir, shuffle=True, shard=False, seed=seed)
+    return pack_image_lmdb(files, out_path, progress=progress)
+
+
+class _DecodeRecord:
+    """``[key, value]`` of an image LMDB -> ``[image, int32 label]``; errors name the record."""
+
+    def __init__(self, lmdb_path: str, color: Color) -> None:
+        self.lmdb_path = lmdb_path
+        self.color = color
+
+    def __call__(self, dp: list) -> list:
+        key, value = dp
+        source = f"{self.lmdb_path} record {key.decode('ascii', 'replace')}"
+        try:
+            record = unpack(value)  # read-only views of the value: decoding only reads them
+        except WireFormatError as e:
+            raise WireFormatError(f"{source} is not a datapoint record: {e}") from None
+        if not (isinstance(record, list) and len(record) == 2 and isinstance(record[0], np.ndarray)):
+            raise ValueError(f"{source} is not an [encoded image, label] record (see pack_image_lmdb)")
+        return [decode_image(record[0], self.color, source=source), np.int32(record[1])]
+
+
+class ImageBatches(BatchData):
+    """The batches of :func:`image_lmdb_dataflow`; ``close()`` (or ``with``) stops its workers."""
+
+    def close(self) -> None:
+        close = getattr(self.ds, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> ImageBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def image_lmdb_dataflow(
+    path: str | os.PathLike,
+    augmentors: Sequence[Any] | Any,
+    batch_size: int,
+    num_workers: int,
+    *,
+    shuffle: bool = True,
+    remainder: bool = False,
+    color: Color | str = Color.BGR,
+    **reader_options: Any,
+) -> ImageBatches:
+    """Batches ``[uint8 (B, H, W, 3), int32 (B,)]`` from an image LMDB made by :func:`pack_image_lmdb`.
+
+    Args:
+        path: the LMDB file.
+        augmentors: a list of augmentors (or an ``AugmentorList``) that make every image the
+            same shape; an empty list leaves images as decoded.
+        batch_size: images per batch.
+        num_workers: worker processes that read, decode and augment (0: all in this process).
+        shuffle: read each epoch in a new order (blocks of records in a random order, mixed
+            through a shuffle buffer); False reads in storage order.
+        remainder: also yield the last, smaller batch of an epoch.
+        color: ``"BGR"`` (as ``cv2.imread``, and what the fbresnet augmentors expect) or ``"RGB"``.
+        reader_options: :class:`~towerpack.dataflow.reader.DatasetReader` keywords: ``seed``,
+            ``rank``, ``world_size``, ``block_size``, ``shuffle_buffer``, and ``shard`` (False
+            reads all of it in every rank).
+
+    Call ``reset_state()`` once, then iterate; ``close()`` (or ``with``) stops the workers.
+    """
+    color = Color.parse(color)
+    if color is Color.GRAY:
+        raise ValueError("image_lmdb_dataflow: color must be 'BGR' or 'RGB' (batches are (B, H, W, 3))")
+    if num_workers < 0:
+        raise ValueError(f"image_lmdb_dataflow: num_workers must be >= 0, got {num_workers}")
+    path = os.fspath(path)
+    df: DataFlow = MapData(LMDBData(path, shuffle, **reader_options), _DecodeRecord(path, color))
+    if augmentors is not None and (not isinstance(augmentors, (list, tuple)) or augmentors):
+        df = AugmentImageComponent(df, augmentors, index=0, copy=False)
+    if num_workers > 0:
+        df = MultiProcessRunnerZMQ(df, num_proc=num_workers)
+    return ImageBatches(df, batch_size, remainder=remainder)
