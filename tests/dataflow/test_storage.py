@@ -15,6 +15,7 @@ from towerpack.dataflow import (
     LMDBData,
     LMDBDataDecoder,
     LMDBSerializer,
+    MultiProcessRunnerZMQ,
     NumpySerializer,
     ShardData,
     TFRecordData,
@@ -219,3 +220,19 @@ def test_write_and_inspect_commands(tmp_path):
     ):
         proc = subprocess.run(dataflow_cmd(*args), capture_output=True, text=True, timeout=60, env=env)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(60)
+def test_workers_read_an_lmdb_file_the_parent_has_open(tmp_path):
+    """LMDB allows one open environment per file in a process, and forked workers inherit the
+    parent's: a worker must still be able to open the file the parent is reading."""
+    path = tmp_path / "ids.lmdb"
+    LMDBSerializer.save(DataFromList([[np.int64(i)] for i in range(20)], shuffle=False), path)
+    in_parent = LMDBSerializer.load(path, shuffle=False)
+    in_parent.reset_state()
+    assert len(list(in_parent)) == 20
+    with MultiProcessRunnerZMQ(LMDBSerializer.load(path, shuffle=False), 2) as workers:
+        workers.reset_state()
+        assert sorted(int(dp[0]) for dp in workers) == list(range(20))
+    assert [int(dp[0]) for dp in in_parent] == list(range(20))

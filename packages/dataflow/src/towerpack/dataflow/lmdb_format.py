@@ -71,6 +71,22 @@ def _acquire(path: str) -> lmdb.Environment:
     return entry[0]
 
 
+def _close_inherited() -> None:
+    """In a forked child: close the environments the parent had open.
+
+    LMDB allows one open environment per file in a process, and a forked child inherits the
+    parent's; a worker that opens the file itself would be refused. Closing the inherited copy
+    unmaps and closes it in the child only.
+    """
+    pid = os.getpid()
+    for key in [k for k in _ENVS if k[0] != pid]:
+        env = _ENVS.pop(key)[0]
+        env.close()
+
+
+os.register_at_fork(after_in_child=_close_inherited)
+
+
 def _release(path: str, pid: int) -> None:
     key = (pid, os.path.realpath(path))
     entry = _ENVS.get(key)
