@@ -61,6 +61,35 @@ def test_workers_of_a_tensorflow_process_are_lean():
     assert uss_mb < 40, f"a worker holds {uss_mb} MB of private memory"
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_run_opencv_on_one_thread_and_the_parent_keeps_its_threads(method, tmp_path):
+    """N workers each with OpenCV's thread pool would oversubscribe the cores. A forked child must
+    not resize the pool it inherited (it hangs), so the parent does it around the fork."""
+    code = textwrap.dedent(
+        f"""
+        import cv2, numpy as np
+        from towerpack.dataflow import DataFromList, MapData, MultiProcessRunnerZMQ
+
+        def work(dp):
+            big = cv2.resize(np.zeros((300, 400, 3), np.uint8), (1600, 1200), interpolation=cv2.INTER_CUBIC)
+            return [np.int64(cv2.getNumThreads()), np.int64(big.shape[0])]
+
+        if __name__ == "__main__":
+            cv2.setNumThreads(2)
+            work(None)  # the parent's pool is running
+            df = MultiProcessRunnerZMQ(MapData(DataFromList([[i] for i in range(8)], shuffle=False), work), 2,
+                                       start_method={method!r})
+            df.reset_state()
+            print(sorted({{int(t) for t, _ in df}}), cv2.getNumThreads(), int(work(None)[1]))
+            df.close()
+        """
+    )
+    script = tmp_path / "opencv_workers.py"  # spawned workers import the script's functions from it
+    script.write_text(code)
+    out = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", timeout=60)
+    assert out.stdout.split()[-3:] == ["[1]", "2", "1200"]
+
+
 def test_spawn_workers_run_picklable_dataflows_and_explain_unpicklable_ones():
     code = textwrap.dedent(
         """

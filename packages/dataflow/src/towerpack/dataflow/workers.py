@@ -37,6 +37,7 @@ from .process import (
     frozen_gc,
     get_mp_context,
     mask_sigint,
+    single_threaded_opencv,
     stop_processes,
     worker_prologue,
 )
@@ -164,7 +165,7 @@ class WorkerGroup:
         atexit.unregister(_stop_live_groups)
         atexit.register(_stop_live_groups)
         lean = frozen_gc() if self.start_method == "fork" else contextlib.nullcontext()
-        with mask_sigint(), lean:
+        with mask_sigint(), lean, single_threaded_opencv():
             for i, p in enumerate(self.procs):
                 try:
                     p.start()
