@@ -73,7 +73,7 @@ def test_stats_json_has_a_record_per_epoch_and_per_reported_step(logdir):
         (2, 2 * STEPS),
     ]
     assert stats[0] == {"custom": 10.0, "epoch_num": 1, "global_step": 3}
-    assert set(stats[1]) == {"cost", "accuracy", "epoch_num", "global_step"}
+    assert set(stats[1]) == {"cost", "accuracy", "input/wait_fraction", "epoch_num", "global_step"}
     assert stats[3]["accuracy"] == pytest.approx(trainer.monitors.get_latest("accuracy"))
     assert not (logdir / "stats.json.tmp").exists()
 

@@ -16,7 +16,7 @@ from .callbacks.monitor import MonitorBase, Monitors
 from .callbacks.steps import MaintainStepCounter
 from .compat import tf, tfv1
 from .hooked_session import HookedSession
-from .input_source.base import InputSourceCallback
+from .input_source.base import InputSource, InputSourceCallback
 from .sessinit import JustCurrentSession, SessionInit, SmartInit
 
 __all__ = ["NewSessionCreator", "StopTraining", "Trainer", "default_session_config"]
@@ -81,11 +81,17 @@ class Trainer:
         steps_per_epoch, starting_epoch, max_epoch: the loop's bounds.
         monitors: where callbacks report scalars and summaries.
 
+    Callbacks may add a short note to the line that logs the end of an epoch with
+    ``add_epoch_note`` (from ``after_epoch``), and find the trainer's inputs with ``input_sources()``.
+
     Older scripts pass a TrainConfig to the constructor and call ``train()`` without arguments;
     that goes through ``launch_train_with_config`` as well.
     """
 
     is_chief = True
+    #: Whether input sources this trainer sets up measure how long steps wait for them
+    #: (``InputWaitTracker`` reports it); False leaves their timing ops out of the graph.
+    measure_input_wait = True
 
     def __init__(self, config=None):
         if config is not None:
@@ -109,6 +115,7 @@ class Trainer:
         self.steps_per_epoch = None
         self.starting_epoch = 1
         self.max_epoch = None
+        self._epoch_notes: list[str] = []
 
     @property
     def global_step(self) -> int:
@@ -146,6 +153,15 @@ class Trainer:
         self.register_callback(self.monitors)
         self._callbacks = Callbacks(self._callback_list)
         self._callbacks.setup_graph(self)
+
+    def input_sources(self) -> list[InputSource]:
+        """The input sources whose callbacks are registered (a wrapping source and the one it wraps
+        are both listed)."""
+        return [cb.source for cb in self._callback_list if isinstance(cb, InputSourceCallback)]
+
+    def add_epoch_note(self, note: str) -> None:
+        """Append ``note`` to the log line of the current epoch's end (call it from ``after_epoch``)."""
+        self._epoch_notes.append(str(note))
 
     # ---- session -----------------------------------------------------------------------------
     @_once
@@ -215,11 +231,14 @@ class Trainer:
                         self.run_step()
                         callbacks.trigger_step()
                     callbacks.after_epoch()
+                    notes = "".join(f", {n}" for n in self._epoch_notes)
+                    self._epoch_notes.clear()
                     logger.info(
-                        "Epoch %d (global_step %d) finished, time %.2f s",
+                        "Epoch %d (global_step %d) finished, time %.2f s%s",
                         self.epoch_num,
                         self.global_step,
                         time.perf_counter() - start,
+                        notes,
                     )
                     callbacks.trigger_epoch()
                 logger.info("Training has finished")
@@ -248,9 +267,8 @@ class Trainer:
     def _raise_if_input_failed(self) -> None:
         """An input whose producer failed closes its queue, which looks like exhausted input:
         raise the input's error instead."""
-        for cb in self._callback_list:
-            if isinstance(cb, InputSourceCallback):
-                cb.source.raise_if_failed()
+        for source in self.input_sources():
+            source.raise_if_failed()
 
     def _note_failure(self, e: BaseException) -> None:
         where = f"epoch {self.epoch_num}, local_step {self.local_step}, global_step {self.global_step}"

@@ -7,6 +7,7 @@ import os
 from . import logger
 from .callbacks.base import Callback
 from .callbacks.graph import RunUpdateOps
+from .callbacks.input_wait import InputWaitTracker
 from .callbacks.monitor import JSONWriter, MonitorBase, ScalarPrinter, TFEventWriter
 from .callbacks.preemption import PreemptionSaver
 from .callbacks.saver import CHECKPOINT_POINTER
@@ -22,8 +23,16 @@ __all__ = ["DEFAULT_CALLBACKS", "DEFAULT_MONITORS", "AutoResumeTrainConfig", "Tr
 
 def DEFAULT_CALLBACKS() -> list[Callback]:
     """Callbacks every training gets unless ``extra_callbacks`` says otherwise (the reference's four,
-    and ``PreemptionSaver``, which checkpoints and stops on SIGTERM, SIGUSR1, ...)."""
-    return [PreemptionSaver(), MovingAverageSummary(), ProgressBar(), MergeAllSummaries(), RunUpdateOps()]
+    ``PreemptionSaver``, which checkpoints and stops on SIGTERM, SIGUSR1, ..., and
+    ``InputWaitTracker``, which reports whether the input limits the step rate)."""
+    return [
+        PreemptionSaver(),
+        MovingAverageSummary(),
+        ProgressBar(),
+        MergeAllSummaries(),
+        RunUpdateOps(),
+        InputWaitTracker(),
+    ]
 
 
 def DEFAULT_MONITORS() -> list[MonitorBase]:

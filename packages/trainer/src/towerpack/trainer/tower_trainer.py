@@ -156,6 +156,8 @@ class SingleCostTrainer(TowerTrainer):
                 opt_box.append(opt)
             return opt_box[0]
 
+        if not input.setup_done() and self.measure_input_wait:
+            input.measure_wait()
         input_callbacks = input.get_callbacks() if input.setup_done() else input.setup(input_signature)
         train_callbacks = self._setup_graph(input, self.tower_func, get_opt)
         self.register_callback(list(input_callbacks) + list(train_callbacks or []))

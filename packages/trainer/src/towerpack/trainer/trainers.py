@@ -111,6 +111,8 @@ class FeedfreeTrainerBase(TowerTrainer):
         build the graph."""
         if self.model is None:
             raise ValueError(f"{type(self).__name__} needs TrainConfig(model=...)")
+        if self.measure_input_wait:
+            self.input_source.measure_wait()
         self.register_callback(self.input_source.setup(self.model.get_input_signature()))
 
     def build_train_tower(self):

@@ -19,6 +19,7 @@ from .group import Callbacks, CallbackToHook
 from .hooks import HookToCallback
 from .inference import BinaryClassificationStats, ClassificationError, Inferencer, ScalarStats
 from .inference_runner import InferenceRunner, InferenceRunnerBase
+from .input_wait import InputWaitTracker
 from .misc import EstimatedTimeLeft, InjectShell, SendStat
 from .mlflow_monitor import MLflowMonitor
 from .monitor import (
@@ -78,6 +79,7 @@ __all__ = [
     "InferenceRunnerBase",
     "Inferencer",
     "InjectShell",
+    "InputWaitTracker",
     "JSONWriter",
     "MLflowMonitor",
     "MaintainStepCounter",

@@ -7,6 +7,7 @@ import functools
 
 from ..callbacks.base import Callback
 from ..compat import tfv1
+from .wait_clock import GraphWaitClock, WaitClock
 
 __all__ = ["FeedfreeInput", "InputSource", "InputSourceCallback"]
 
@@ -73,6 +74,24 @@ class InputSource:
         """
         self._raise_if_failed()
 
+    def measure_wait(self) -> None:
+        """Measure how long training steps wait for this source's data; call it before ``setup``
+        (trainers do, unless their ``measure_input_wait`` is False; no effect once set up).
+
+        FeedInput measures in Python and needs nothing. Feed-free sources then time their
+        tensors in the graph with a local variable: a session driving them by hand must run
+        ``tf.compat.v1.local_variables_initializer()``.
+        """
+        if not self._setup_done:
+            self._measure_wait()
+
+    def wait_clock(self) -> WaitClock | None:
+        """The clock of the time training steps waited for this source's data (None: it cannot tell).
+
+        A source that passes on another source's tensors returns that source's clock.
+        """
+        return self._wait_clock()
+
     def size(self) -> int:
         """Number of elements the source produces per epoch; raises NotImplementedError if unknown."""
         return self._size()
@@ -107,6 +126,12 @@ class InputSource:
     def _raise_if_failed(self) -> None:
         pass
 
+    def _measure_wait(self) -> None:
+        pass
+
+    def _wait_clock(self) -> WaitClock | None:
+        return None
+
 
 class InputSourceCallback(Callback):
     """The first callback of every input source: resets it before training; ``source`` is the source."""
@@ -119,5 +144,31 @@ class InputSourceCallback(Callback):
 
 
 class FeedfreeInput(InputSource):
-    """Marker base for sources whose tensors come from the graph itself (queues, datasets, staging),
-    not from a feed_dict; multi-tower trainers require one."""
+    """Base for sources whose tensors come from the graph itself (queues, datasets, staging), not
+    from a feed_dict; multi-tower trainers require one.
+
+    After ``measure_wait()``, every tower's input tensors are timed in the graph by a
+    :class:`GraphWaitClock`. Sources that pass on another source's tensors override
+    ``_measure_wait`` to ask that source instead.
+    """
+
+    _wants_clock = False
+    _graph_clock: GraphWaitClock | None = None
+
+    def _measure_wait(self) -> None:
+        self._wants_clock = True
+
+    def setup(self, input_signature) -> list[Callback]:
+        if self._wants_clock and not self._setup_done:
+            with self.cached_name_scope():
+                self._graph_clock = GraphWaitClock()
+        return super().setup(input_signature)
+
+    def get_input_tensors(self) -> list:
+        clock = self._graph_clock
+        if clock is None:
+            return super().get_input_tensors()
+        return clock.timed(super().get_input_tensors)
+
+    def _wait_clock(self) -> WaitClock | None:
+        return self._graph_clock

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 from towerpack.dataflow import repeat_forever
 
 from ..callbacks.base import Callback
 from ..compat import tf, tfv1
 from .base import InputSource
 from .utils import DatapointChecker, placeholders_for
+from .wait_clock import PythonWaitClock
 
 __all__ = ["FeedInput"]
 
@@ -31,7 +34,8 @@ class FeedInput(InputSource):
     placeholders are the same on every ``get_input_tensors`` call, so it cannot serve several
     towers. With ``infinite=True`` the DataFlow is iterated again and again; with
     ``infinite=False`` the run after the last datapoint raises ``tf.errors.OutOfRangeError``
-    (which ends training, or an inference pass, cleanly).
+    (which ends training, or an inference pass, cleanly). The time spent getting each datapoint
+    is time the step waits for input (its ``wait_clock()``).
     """
 
     def __init__(self, ds, infinite: bool = True):
@@ -42,6 +46,7 @@ class FeedInput(InputSource):
         self.infinite = infinite
         self._iter = None
         self._ds_was_reset = False
+        self._clock = PythonWaitClock()
 
     def _size(self) -> int:
         try:
@@ -61,6 +66,9 @@ class FeedInput(InputSource):
     def _get_callbacks(self) -> list[Callback]:
         return [self._callback]
 
+    def _wait_clock(self) -> PythonWaitClock:
+        return self._clock
+
     def _reset_state(self) -> None:
         # A DataFlow is reset once (it may start processes); later resets start a new pass.
         if not self._ds_was_reset:
@@ -69,11 +77,15 @@ class FeedInput(InputSource):
         self._iter = repeat_forever(self.ds) if self.infinite else iter(self.ds)
 
     def _next_feed(self) -> dict:
+        """The next feed_dict; the time it takes is time the step waits for input."""
         if self._iter is None:
             raise RuntimeError("FeedInput.reset_state() was not called before the first run")
+        start = time.perf_counter()
         try:
             dp = next(self._iter)
         except StopIteration:
             raise tf.errors.OutOfRangeError(None, None, "FeedInput: the DataFlow is exhausted") from None
         # Keyed by name: hashing strings is cheaper than hashing tensors, and feeds accept both.
-        return dict(zip(self._feed_names, self._check(dp), strict=True))
+        feed = dict(zip(self._feed_names, self._check(dp), strict=True))
+        self._clock.add(time.perf_counter() - start)
+        return feed

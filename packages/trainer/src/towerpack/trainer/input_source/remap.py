@@ -42,6 +42,12 @@ class RemappedInput(InputSource):
     def _raise_if_failed(self) -> None:
         self._input.raise_if_failed()
 
+    def _measure_wait(self) -> None:
+        self._input.measure_wait()  # the wrapped input times its own tensors
+
+    def _wait_clock(self):
+        return self._input.wait_clock()
+
 
 class RemappedFeedfreeInput(RemappedInput, FeedfreeInput):
     pass
