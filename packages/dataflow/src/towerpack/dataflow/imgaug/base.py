@@ -124,17 +124,18 @@ class ImageAugmentor:
 
     def get_transform(self, img: np.ndarray) -> BaseTransform:
         """Draw this augmentor's random parameters for ``img``; return the transform they make."""
-        # The legacy subclass API: parameters from _get_augment_params, pixels from _augment.
+        # The older subclass APIs: _get_augment_params returns a transform (TransformAugmentorBase
+        # subclasses), or parameters that _augment applies.
+        getter = getattr(self, "get_augment_params", None) or self._get_augment_params
+        params = getter(img)
+        if isinstance(params, BaseTransform):
+            return params
         if not hasattr(self, "_augment"):
             raise NotImplementedError(
                 f"{type(self).__name__} must implement get_transform(img) "
                 "(or the older _augment(img, params))"
             )
         log_deprecated(f"{type(self).__name__}: the _get_augment_params/_augment API", "get_transform", 1)
-        getter = getattr(self, "get_augment_params", None) or self._get_augment_params
-        params = getter(img)
-        if isinstance(params, BaseTransform):
-            return params
         fns = {"apply_image": lambda x: self._augment(x, params)}
         if hasattr(self, "_augment_coords"):
             fns["apply_coords"] = lambda c: self._augment_coords(c, params)
