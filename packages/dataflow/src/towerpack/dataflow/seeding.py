@@ -32,7 +32,8 @@ _keys = itertools.count()
 
 
 def set_seed(seed: int | None) -> None:
-    """Make every random stream of this process (and of workers started later) reproducible.
+    """Make the augmentors' random streams in this process (and in workers started later)
+    reproducible; readers' epoch orders have a ``seed`` of their own.
 
     ``None`` goes back to fresh entropy. Call it before the workers start.
     """
