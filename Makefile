@@ -50,7 +50,7 @@ test: setup system-deps
 DEMO_ARGS ?=
 demo: setup
 	@if nvidia-smi -L >/dev/null 2>&1; then procs="--gpus all"; else procs="--np 2"; fi; \
-	$(VENV)/bin/launch $$procs examples/digits/train.py $(DEMO_ARGS)
+	$(VENV)/bin/launch $$procs examples/digits/train.py --fresh $(DEMO_ARGS)
 
 # Every script in benchmarks/ and one table of ratios (QUICK=1: their quick modes).
 QUICK ?=

@@ -10,12 +10,15 @@ Each process reads its own shard of the training set through a ZMQ dataflow work
 Rank 0 validates after every epoch (InferenceRunner: cost, accuracy, error), saves a checkpoint,
 and writes TensorBoard events and stats.json under ``train_log/<name>``. At the end it plots
 the training curves to ``training_curves.png`` there and prints where everything is.
+
+A run resumes from the checkpoint in its log directory when there is one, as after a pre-emption
+(``launch`` passes SIGTERM/SIGUSR1 on; every rank checkpoints and stops); ``--fresh`` starts over
+(``make demo`` passes it).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,10 +28,12 @@ from sklearn.datasets import load_digits
 
 from towerpack.dataflow import BatchData, DataFromList, LocallyShuffleData, MultiProcessRunnerZMQ, ShardData
 from towerpack.trainer import (
+    AutoResumeTrainConfig,
     ClassificationError,
     Conv2D,
     FullyConnected,
     InferenceRunner,
+    JSONWriter,
     MaxPooling,
     ModelDesc,
     ModelSaver,
@@ -45,6 +50,7 @@ from towerpack.trainer import (
 )
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.plot import plot_stats
+from towerpack.trainer.run_summary import announce_resume, summarize
 
 NUM_VALIDATION = 297  # of 1797 images: 1500 train, 297 validation
 
@@ -118,6 +124,7 @@ def parse_args(argv=None):
     p.add_argument("--towers", type=int, default=1, help="towers in this process (no launcher)")
     p.add_argument("--name", default="digits", help="log directory train_log/<name>")
     p.add_argument("--logroot", default="train_log")
+    p.add_argument("--fresh", action="store_true", help="start over, not from the log directory's checkpoint")
     p.add_argument("--short", action="store_true", help="a quick run for CI: 3 epochs")
     return p.parse_args(argv)
 
@@ -142,12 +149,14 @@ def main(argv=None) -> int:
     trainer = make_trainer(args.towers)
     logdir = os.path.join(args.logroot, args.name)
     if rank == 0:
-        logger.set_logger_dir(logdir, action="d")
+        logger.set_logger_dir(logdir, action="d" if args.fresh else "k")
 
     train, val = digits_split()
     df = train_dataflow(train, per_step_batch)
     towers_here = args.towers if world == 1 else 1
-    config = TrainConfig(
+    # Every rank decides alike: --fresh never resumes (rank 0 is deleting the old checkpoints).
+    config_class = TrainConfig if args.fresh else AutoResumeTrainConfig
+    config = config_class(
         model=DigitsConvNet(),
         data=QueueInput(df),
         callbacks=[
@@ -161,23 +170,22 @@ def main(argv=None) -> int:
         ],
         steps_per_epoch=len(df) // towers_here,
         max_epoch=args.epochs,
+        logdir=logdir,
     )
+    start_step = announce_resume(config) if rank == 0 else 0
     start = time.monotonic()
     launch_train_with_config(config, trainer)
     elapsed = time.monotonic() - start
-
     if rank == 0:
-        with open(os.path.join(logdir, "stats.json"), encoding="utf-8") as f:
-            stats = json.load(f)
-        accuracy = 1.0 - stats[-1]["validation_error"]
-        png = plot_stats(logdir)
-        ckpt = tfv1.train.latest_checkpoint(logdir)
         where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-        print(f"\nTrained {args.epochs} epochs on {where} in {elapsed:.1f} s")
-        print(f"validation accuracy: {accuracy:.4f}")
-        print(f"logs (TensorBoard: tensorboard --logdir {args.logroot}): {logdir}")
-        print(f"checkpoint: {ckpt}")
-        print(f"training curves: {png}")
+        stats = JSONWriter.load_existing_json(logdir) or []
+        errors = [s["validation_error"] for s in stats if "validation_error" in s]
+        details = [f"validation accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
+        details.append(f"logs (TensorBoard: tensorboard --logdir {args.logroot}): {logdir}")
+        if stats:
+            details.append(f"training curves: {plot_stats(logdir)}")
+        what = f"the digits convnet on {where}"
+        summarize(what, config, trainer, start_step, elapsed, details)
     return 0
 
 

@@ -20,7 +20,6 @@ A run resumes from the checkpoint in its log directory (``train_log/<name>``) wh
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -44,6 +43,7 @@ from towerpack.trainer import (
     FullyConnected,
     GlobalAvgPooling,
     InferenceRunner,
+    JSONWriter,
     MaxPooling,
     ModelSaver,
     QueueInput,
@@ -57,6 +57,7 @@ from towerpack.trainer import (
     logger,
 )
 from towerpack.trainer.compat import tf, tfv1
+from towerpack.trainer.run_summary import announce_resume, summarize
 
 #: depth -> (block kind, blocks per group)
 DEPTHS = {
@@ -217,33 +218,18 @@ def main(argv=None) -> int:
         max_epoch=args.epochs,
         logdir=logdir,
     )
-    resumed = getattr(config, "resumed_from", None)
-    if rank == 0 and resumed:
-        print(f"resuming from {resumed} at epoch {config.starting_epoch} of {args.epochs}", flush=True)
+    start_step = announce_resume(config) if rank == 0 else 0
     start = time.monotonic()
     launch_train_with_config(config, trainer)
     elapsed = time.monotonic() - start
     if rank == 0:
-        summarize(args, logdir, parallel, world, elapsed)
+        where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
+        stats = JSONWriter.load_existing_json(logdir) or []
+        errors = [s["val-error-top1"] for s in stats if "val-error-top1" in s]
+        details = [f"validation top-1 accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
+        what = f"ResNet-{args.depth} ({args.image_size} px) on {where}"
+        summarize(what, config, trainer, start_step, elapsed, details)
     return 0
-
-
-def summarize(args, logdir: str, parallel: int, world: int, elapsed: float) -> None:
-    """What the run did: epochs trained (or where it stopped), accuracy, the checkpoint to resume from."""
-    with open(os.path.join(logdir, "stats.json"), encoding="utf-8") as f:
-        stats = json.load(f)
-    last = stats[-1]["epoch_num"] if stats else 0
-    where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-    what = f"ResNet-{args.depth} ({args.image_size} px) on {where}"
-    if last < args.epochs:
-        print(f"\nStopped {what} after epoch {last} of {args.epochs} in {elapsed:.1f} s")
-        print("run the same command to resume")
-    else:
-        print(f"\nTrained {what} for {args.epochs} epochs in {elapsed:.1f} s")
-    errors = [s["val-error-top1"] for s in stats if "val-error-top1" in s]
-    if errors:
-        print(f"validation top-1 accuracy: {1.0 - errors[-1]:.4f}")
-    print(f"checkpoint: {tfv1.train.latest_checkpoint(logdir)}")
 
 
 if __name__ == "__main__":

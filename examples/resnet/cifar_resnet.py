@@ -15,12 +15,15 @@ processes), so the model trains as it would on one device at the total batch siz
 The model code is the reference's, written with ``Conv2D``, ``BNReLU``, ``AvgPooling``,
 ``GlobalAvgPooling``, ``FullyConnected``, ``argscope`` and ``regularize_cost``; its checkpoints
 carry the reference's variable names. ``--short`` is the quick mode CI runs.
+
+A run resumes from the checkpoint in its log directory (``train_log/<name>``) when there is one, as
+after a pre-emption (``launch`` passes SIGTERM/SIGUSR1 on; every rank checkpoints and stops);
+``--fresh`` starts over.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,6 +33,7 @@ from sklearn.datasets import load_digits
 
 from towerpack.dataflow import BatchData, DataFromList, MapDataComponent, MultiProcessRunnerZMQ, ShardData
 from towerpack.trainer import (
+    AutoResumeTrainConfig,
     AvgPooling,
     BatchNorm,
     BNReLU,
@@ -38,6 +42,7 @@ from towerpack.trainer import (
     FullyConnected,
     GlobalAvgPooling,
     InferenceRunner,
+    JSONWriter,
     ModelDesc,
     ModelSaver,
     QueueInput,
@@ -54,6 +59,7 @@ from towerpack.trainer import (
     regularize_cost,
 )
 from towerpack.trainer.compat import tf, tfv1
+from towerpack.trainer.run_summary import announce_resume, summarize
 
 NUM_VALIDATION = 297
 
@@ -161,6 +167,7 @@ def parse_args(argv=None):
     p.add_argument("--no-sync-bn", action="store_true", help="each replica normalizes by its own batch")
     p.add_argument("--name", default="resnet", help="log directory train_log/<name>")
     p.add_argument("--logroot", default="train_log")
+    p.add_argument("--fresh", action="store_true", help="start over, not from the log directory's checkpoint")
     p.add_argument("--short", action="store_true", help="a quick run for CI: ResNet-8, 5 epochs")
     return p.parse_args(argv)
 
@@ -185,12 +192,14 @@ def main(argv=None) -> int:
     per_replica = max(1, args.batch // parallel)
     logdir = os.path.join(args.logroot, args.name)
     if rank == 0:
-        logger.set_logger_dir(logdir, action="d")
+        logger.set_logger_dir(logdir, action="d" if args.fresh else "k")
 
     train, val = digits_as_cifar()
     df = train_dataflow(train, per_replica)
     towers_here = args.towers if world == 1 else 1
-    config = TrainConfig(
+    # Every rank decides alike: --fresh never resumes (rank 0 is deleting the old checkpoints).
+    config_class = TrainConfig if args.fresh else AutoResumeTrainConfig
+    config = config_class(
         model=CifarResNet(args.n, sync),
         data=QueueInput(df),
         callbacks=[
@@ -203,18 +212,20 @@ def main(argv=None) -> int:
         ],
         steps_per_epoch=len(df) // towers_here,
         max_epoch=args.epochs,
+        logdir=logdir,
     )
+    start_step = announce_resume(config) if rank == 0 else 0
     start = time.monotonic()
     launch_train_with_config(config, trainer)
     elapsed = time.monotonic() - start
     if rank == 0:
-        with open(os.path.join(logdir, "stats.json"), encoding="utf-8") as f:
-            stats = json.load(f)
         where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-        print(f"\nTrained ResNet-{6 * args.n + 2} for {args.epochs} epochs on {where} in {elapsed:.1f} s")
-        print(f"synchronized BatchNorm: {sync or 'no'}")
-        print(f"validation accuracy: {1.0 - stats[-1]['validation_error']:.4f}")
-        print(f"checkpoint: {tfv1.train.latest_checkpoint(logdir)}")
+        stats = JSONWriter.load_existing_json(logdir) or []
+        errors = [s["validation_error"] for s in stats if "validation_error" in s]
+        details = [f"synchronized BatchNorm: {sync or 'no'}"]
+        details += [f"validation accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
+        what = f"ResNet-{6 * args.n + 2} on {where}"
+        summarize(what, config, trainer, start_step, elapsed, details)
     return 0
 
 

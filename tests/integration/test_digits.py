@@ -64,7 +64,7 @@ def test_the_demo_two_processes_full_length(tmp_path, horovod_required):
     # What `make demo` runs on a machine without GPUs, with its default arguments.
     proc = launch("--np", "2", EXAMPLE, cwd=tmp_path, timeout=230)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Trained 8 epochs on 2 process(es)" in proc.stdout
+    assert "Trained the digits convnet on 2 process(es) for 8 epochs" in proc.stdout
     check_outputs(proc.stdout, tmp_path / "train_log" / "digits", epochs=8, min_accuracy=DEMO_ACCURACY)
     # Only rank 0 writes logs.
     assert sorted(p.name for p in (tmp_path / "train_log").iterdir()) == ["digits"]
