@@ -27,10 +27,10 @@ DEFAULT_SEED = 0
 class IndexedDataset(DataFlow):
     """Items ``0 .. n-1`` in a ``(seed, epoch)`` order, of which this process yields its shard.
 
-    Subclasses call :meth:`_init_order` from their ``__init__`` and implement :meth:`_count` and
-    :meth:`_get`. ``reset_state`` is optional: iterating before it starts at epoch 1. A sharding
-    instance has ``shards_itself`` set, so :class:`~towerpack.dataflow.ShardData` refuses to split
-    it a second time.
+    Subclasses take the keyword arguments below as ``**order``, pass them to :meth:`_init_order`
+    from their ``__init__``, and implement :meth:`_count` and :meth:`_get`. ``reset_state`` is
+    optional: iterating before it starts at epoch 1. A sharding instance has ``shards_itself``
+    set, so :class:`~towerpack.dataflow.ShardData` refuses to split it a second time.
 
     Args (after each reader's own):
         shard: read only this process's shard (rank and worker); ``None`` shards the training
@@ -47,11 +47,11 @@ class IndexedDataset(DataFlow):
         shuffle: bool,
         *,
         training: bool,
-        shard: bool | None,
-        seed: int,
-        remainder: Remainder | str,
-        rank: int | None,
-        world_size: int | None,
+        shard: bool | None = None,
+        seed: int = DEFAULT_SEED,
+        remainder: Remainder | str = Remainder.PAD,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
         self.shuffle = bool(shuffle)
         self.shards_itself = training if shard is None else bool(shard)

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["BSDS500"]
@@ -51,12 +50,7 @@ class BSDS500(IndexedDataset):
         name: str,
         data_dir: str | None = None,
         shuffle: bool = True,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         from ..jpeg import read_image
 
@@ -86,11 +80,7 @@ class BSDS500(IndexedDataset):
         self._init_order(
             shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def _count(self) -> int:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["Caltech101Silhouettes"]
@@ -34,12 +33,7 @@ class Caltech101Silhouettes(IndexedDataset):
         name: str,
         shuffle: bool = True,
         dir: str | None = None,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         split = Split.parse(name, (Split.TRAIN, Split.TEST, Split.VAL), "Caltech101Silhouettes")
         self.name = split.value
@@ -63,11 +57,7 @@ class Caltech101Silhouettes(IndexedDataset):
         self._init_order(
             shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def _count(self) -> int:

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
 __all__ = ["Cifar10", "Cifar100", "CifarBase"]
@@ -73,12 +72,7 @@ class CifarBase(IndexedDataset):
         shuffle: bool | None = None,
         dir: str | None = None,
         cifar_classnum: int = 10,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         if cifar_classnum not in _FOLDERS:
             raise ValueError(f"cifar_classnum must be 10 or 100, got {cifar_classnum!r}")
@@ -94,11 +88,7 @@ class CifarBase(IndexedDataset):
         self._init_order(
             split is Split.TRAIN if shuffle is None else shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def _folder(self) -> str:

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .blobproto import read_blobproto
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
@@ -176,12 +175,7 @@ class ILSVRC12Files(IndexedDataset):
         meta_dir: str | None = None,
         shuffle: bool | None = None,
         dir_structure: DirStructure | str | None = None,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         split = Split.parse(name, _SPLITS, type(self).__name__)
         self.name = split.value
@@ -216,11 +210,7 @@ class ILSVRC12Files(IndexedDataset):
         self._init_order(
             split is Split.TRAIN if shuffle is None else shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def _count(self) -> int:
@@ -282,12 +272,7 @@ class TinyImageNet(IndexedDataset):
         dir: str,
         name: str,
         shuffle: bool | None = None,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         split = Split.parse(name, (Split.TRAIN, Split.VAL), "TinyImageNet")
         self.dir = os.path.expanduser(dir)
@@ -318,11 +303,7 @@ class TinyImageNet(IndexedDataset):
         self._init_order(
             split is Split.TRAIN if shuffle is None else shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def get_label_names(self) -> list[str]:

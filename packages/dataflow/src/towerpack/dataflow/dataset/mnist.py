@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
 __all__ = ["FashionMnist", "Mnist", "read_idx"]
@@ -70,12 +69,7 @@ class Mnist(IndexedDataset):
         train_or_test: str,
         shuffle: bool = True,
         dir: str | None = None,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         name = type(self).__name__
         split = Split.parse(train_or_test, (Split.TRAIN, Split.TEST), name)
@@ -100,11 +94,7 @@ class Mnist(IndexedDataset):
         self._init_order(
             shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def _count(self) -> int:

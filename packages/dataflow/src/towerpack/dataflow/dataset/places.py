@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, require_files
 
 __all__ = ["Places365Standard"]
@@ -34,12 +33,7 @@ class Places365Standard(IndexedDataset):
         dir: str,
         name: str,
         shuffle: bool | None = None,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         split = Split.parse(name, (Split.TRAIN, Split.VAL), "Places365Standard")
         self.name = split.value
@@ -69,11 +63,7 @@ class Places365Standard(IndexedDataset):
         self._init_order(
             split is Split.TRAIN if shuffle is None else shuffle,
             training=split is Split.TRAIN,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     def get_label_names(self) -> list[str]:

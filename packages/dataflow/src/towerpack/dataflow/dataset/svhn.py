@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..sharding import Remainder
-from .base import DEFAULT_SEED, IndexedDataset
+from .base import IndexedDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["SVHNDigit"]
@@ -41,12 +40,7 @@ class SVHNDigit(IndexedDataset):
         name: str,
         data_dir: str | None = None,
         shuffle: bool = True,
-        *,
-        shard: bool | None = None,
-        seed: int = DEFAULT_SEED,
-        remainder: Remainder | str = Remainder.PAD,
-        rank: int | None = None,
-        world_size: int | None = None,
+        **order: Any,
     ) -> None:
         split = Split.parse(name, _SPLITS, "SVHNDigit")
         self.name = split.value
@@ -55,11 +49,7 @@ class SVHNDigit(IndexedDataset):
         self._init_order(
             shuffle,
             training=split is not Split.TEST,
-            shard=shard,
-            seed=seed,
-            remainder=remainder,
-            rank=rank,
-            world_size=world_size,
+            **order,
         )
 
     @classmethod
