@@ -20,6 +20,8 @@ from towerpack.dataflow import (
     MultiProcessMapDataZMQ,
     MultiProcessRunnerZMQ,
     MultiThreadMapData,
+    MultiThreadRunner,
+    ShardData,
 )
 from towerpack.dataflow.process import START_METHOD_VAR
 
@@ -309,3 +311,24 @@ def test_multithread_map_keeps_order_and_strictness():
     with pytest.raises(ValueError, match="None"):
         list(strict)
     strict.close()
+
+
+@pytest.mark.parametrize("words", [("hello", 3), ("eoe", 1), ("err", 0), ("hello", None)])
+def test_datapoints_that_spell_control_words_arrive_unchanged(words):
+    """A worker's own messages are typed, not told apart from datapoints by their text: every
+    datapoint of an epoch arrives once, whatever it spells."""
+    points = [words, ("x", 1), words, ("y", 2)]
+    expected = sorted(map(repr, [list(p) for p in points]))
+
+    def epochs(df):
+        return [sorted(repr(list(dp)) for dp in df) for _ in range(2)]
+
+    with MultiProcessRunnerZMQ(ShardData(DataFromList(points, shuffle=False)), 2) as runner:
+        runner.reset_state()
+        assert epochs(runner) == [expected, expected]
+    threads = MultiThreadRunner(lambda: ShardData(DataFromList(points, shuffle=False)), 4, 2)
+    try:
+        threads.reset_state()
+        assert epochs(threads) == [expected, expected]
+    finally:
+        threads.close()

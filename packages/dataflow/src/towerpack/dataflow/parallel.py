@@ -15,6 +15,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -44,12 +45,22 @@ def _length(ds: DataFlow) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class _Hello:
+    """A worker's first message: the length of its part of the input (None: unknown).
+
+    A type of its own, so that no datapoint (``("hello", 3)`` for one) can be taken for it.
+    """
+
+    length: int | None
+
+
 def _worker_stream(ds: DataFlow, index: int, count: int, thread_only: bool = False) -> Iterator[Any]:
-    """What a worker sends: ``("hello", its length)``, then datapoints with an EpochEnd after each pass."""
+    """What a worker sends: a :class:`_Hello`, then datapoints with an EpochEnd after each pass."""
     set_worker_info(WorkerInfo(index, count), thread_only)
     ds.reset_state()
     length = _length(ds)
-    yield ("hello", length)
+    yield _Hello(length)
     # A worker whose share of a small dataset is empty still marks its (empty) epochs.
     yield from repeat_forever(ds, mark_epochs=True, allow_empty=length == 0)
 
@@ -94,8 +105,8 @@ def _runner_worker(
         for item in _worker_stream(ds, index, len(addrs)):
             if isinstance(item, EpochEnd):
                 frames = encode_control("eoe", epoch=item.epoch)
-            elif isinstance(item, tuple) and len(item) == 2 and item[0] == "hello":
-                frames = encode_control("hello", len=item[1])
+            elif isinstance(item, _Hello):
+                frames = encode_control("hello", len=item.length)
             else:
                 frames = encode(item, allow_pickle)
             worker_send(sock, frames, watch)
@@ -326,8 +337,8 @@ class MultiThreadRunner(DataFlow):
                 seen = 0
                 while seen < self.num_thread:
                     index, item = self._get()
-                    if isinstance(item, tuple) and item[:1] == ("hello",):
-                        lengths[index] = item[1]
+                    if isinstance(item, _Hello):
+                        lengths[index] = item.length
                         seen += 1
                     else:
                         self._held[index].append(item)
@@ -350,7 +361,7 @@ class MultiThreadRunner(DataFlow):
     def _iter_exact(self) -> Iterator[Any]:
         self._epoch_open = True
         for index, item in self._items():
-            if isinstance(item, tuple) and item[:1] == ("hello",):
+            if isinstance(item, _Hello):
                 continue
             if isinstance(item, EpochEnd):
                 if self._epochs.end(index):
@@ -369,7 +380,7 @@ class MultiThreadRunner(DataFlow):
             if isinstance(item, EpochEnd):
                 self._permits[index].release()
                 continue
-            if isinstance(item, tuple) and item[:1] == ("hello",):
+            if isinstance(item, _Hello):
                 continue
             produced += 1
             yield item
