@@ -29,7 +29,7 @@ from .horovod_trainer import HorovodTrainer
 from .input_source import *  # noqa: F403
 from .input_source import __all__ as _inputs_all
 from .interface import apply_default_prefetch, launch_train_with_config
-from .model_desc import ModelDesc, ModelDescBase
+from .model_desc import InputDesc, ModelDesc, ModelDescBase
 from .models import *  # noqa: F403
 from .models import __all__ as _models_all
 from .multigpu import (
@@ -92,6 +92,7 @@ __all__ = [
     "DistributedTrainerReplicated",
     "FeedfreeTrainerBase",
     "HorovodTrainer",
+    "InputDesc",
     "ModelDesc",
     "ModelDescBase",
     "MultiGPUTrainerBase",

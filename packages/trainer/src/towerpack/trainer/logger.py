@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 LOGGER = logging.getLogger("towerpack.trainer")
+# The reference's name for its logging.Logger (its tests pass it to assertLogs).
+_logger = LOGGER
 _FORMAT = "[%(asctime)s %(filename)s:%(lineno)d] %(levelname)s %(message)s"
 
 if not LOGGER.handlers:
