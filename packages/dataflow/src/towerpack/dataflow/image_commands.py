@@ -10,6 +10,7 @@ from .cli import CLIError
 from .dataset.files import DatasetFormatError
 from .fbresnet import fbresnet_augmentor
 from .image_lmdb import image_lmdb_dataflow, pack_imagenet
+from .progress import progress_bar
 
 __all__ = ["Augment", "pack_images", "read_images"]
 
@@ -88,8 +89,11 @@ def read_images(
         try:
             for epoch in range(1, int(epochs) + 1):
                 t0, images = time.perf_counter(), 0
-                for images_batch, _labels in df:
-                    images += len(images_batch)
+                # the epoch's line below replaces the bar; in a log the bar is a line per interval
+                with progress_bar(unit="img", label=f"epoch {epoch}", leave=False, dynamic_ncols=True) as bar:
+                    for images_batch, _labels in df:
+                        images += len(images_batch)
+                        bar.update(len(images_batch))
                 seconds = time.perf_counter() - t0
                 print(
                     f"epoch {epoch}: {images} images in {seconds:.2f} s: {images / seconds:.1f} images/s",

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import tqdm
 
 from .base import DataFlow
 from .common import repeat_forever
+from .progress import progress_bar
 
 __all__ = ["SpeedReport", "TestDataSpeed", "benchmark"]
 
@@ -55,7 +55,8 @@ def benchmark(
 ) -> SpeedReport:
     """Take ``warmup`` then ``size`` datapoints from ``df`` (across epochs) and time the latter.
 
-    ``reset`` calls ``df.reset_state()`` first. A tqdm bar shows progress unless ``progress`` is false.
+    ``reset`` calls ``df.reset_state()`` first. A tqdm bar shows progress unless ``progress`` is false
+    (in a log, a line every ``$TOWERPACK_PROGRESS_INTERVAL`` seconds: see ``progress.progress_bar``).
     """
     if reset:
         df.reset_state()
@@ -65,7 +66,9 @@ def benchmark(
         next(it)
     nbytes = 0
     start = time.perf_counter()
-    with tqdm.tqdm(total=size, unit="dp", disable=not progress, smoothing=0.1, dynamic_ncols=True) as bar:
+    with progress_bar(
+        total=size, unit="dp", disable=not progress, smoothing=0.1, dynamic_ncols=True, label="bench"
+    ) as bar:
         for _ in range(size):
             nbytes += datapoint_nbytes(next(it))
             bar.update(1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-import tqdm
+from towerpack.dataflow.progress import progress_bar, progress_interval
 
 from .. import logger
 from ..common import get_global_step_var
@@ -43,10 +43,16 @@ class MaintainStepCounter(Callback):
 
 
 class ProgressBar(Callback):
-    """A tqdm progress bar per epoch; ``names`` are scalar tensors shown next to it."""
+    """A tqdm progress bar per epoch; ``names`` are scalar tensors shown next to it.
 
-    def __init__(self, names=()):
+    Where stderr is not a terminal (a log file, a pipe) and not read by ``launch`` (which logs bars
+    itself), the bar is written as a plain line every ``interval`` seconds (default
+    ``$TOWERPACK_PROGRESS_INTERVAL``, else 30) and when the epoch ends.
+    """
+
+    def __init__(self, names=(), interval: float | None = None):
         self._names = [n if ":" in n else n + ":0" for n in names]
+        self._interval = None if interval is None else progress_interval(interval)
 
     def _setup_graph(self):
         self._fetches = [self.graph.get_tensor_by_name(n) for n in self._names]
@@ -58,9 +64,11 @@ class ProgressBar(Callback):
         self._bar = None
         if total > 0:
             refresh = float(os.environ.get("TOWERPACK_PROGRESS_REFRESH", "0.5"))
-            self._bar = tqdm.tqdm(
+            self._bar = progress_bar(
                 total=total,
                 file=sys.stderr,
+                interval=self._interval,
+                label=f"epoch {self.epoch_num}",
                 dynamic_ncols=True,
                 mininterval=refresh,
                 smoothing=0.5,
