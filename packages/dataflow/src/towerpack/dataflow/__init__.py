@@ -27,6 +27,7 @@ from .common import (
     RepeatedDataPoint,
     repeat_forever,
 )
+from .file_errors import DatasetFormatError
 from .hdf5_format import HDF5Data
 from .lmdb_format import LMDBData, LMDBDataDecoder
 from .mapping import MapData, MapDataComponent, SelectComponent
@@ -100,6 +101,7 @@ __all__ = [
     "DataFromList",
     "DataFromQueue",
     "DataServer",
+    "DatasetFormatError",
     "DatasetReader",
     "EpochEnd",
     "FakeData",

@@ -1,7 +1,14 @@
-"""HDF5Data: read arrays of an HDF5 file (h5py) row by row, sharded and in sequential slabs."""
+"""HDF5Data: read arrays of an HDF5 file (h5py) row by row, sharded and in sequential slabs.
+
+h5py reports a truncated or damaged file as ``OSError`` (sometimes another error) from deep
+inside the library; the reader raises :class:`DatasetFormatError` naming the file instead. Files
+written by :func:`write_hdf5` carry Fletcher-32 checksums of their data and checksummed metadata
+(HDF5 1.10 file format), so a flipped byte is an error rather than a wrong datapoint.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -9,12 +16,25 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .file_errors import DatasetFormatError
+from .progress import progress_bar
 from .reader import DatasetReader
 
 __all__ = ["HDF5Data", "write_hdf5"]
 
 #: Rows read from the file at once.
 SLAB_ROWS = 256
+
+
+@contextlib.contextmanager
+def _damage_named(path: str) -> Iterator[None]:
+    """Raise h5py's errors about an unreadable file as :class:`DatasetFormatError` naming it."""
+    try:
+        yield
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
+        if isinstance(e, (FileNotFoundError, DatasetFormatError)):
+            raise
+        raise DatasetFormatError(f"{path}: not a readable HDF5 file ({type(e).__name__}: {e})") from None
 
 
 class HDF5Data(DatasetReader):
@@ -39,12 +59,17 @@ class HDF5Data(DatasetReader):
         if not self.data_paths:
             raise ValueError("HDF5Data needs at least one data path")
         self._file: h5py.File | None = None
-        with h5py.File(self.filename, "r") as f:
+        with _damage_named(self.filename), h5py.File(self.filename, "r") as f:
             lengths = {}
             for p in self.data_paths:
                 if p not in f or not isinstance(f[p], h5py.Dataset):
-                    raise KeyError(f"{self.filename} has no dataset {p!r}")
+                    missing = p
+                    break
                 lengths[p] = len(f[p])
+            else:
+                missing = None
+        if missing is not None:
+            raise KeyError(f"{self.filename} has no dataset {missing!r}")
         if len(set(lengths.values())) != 1:
             raise ValueError(f"HDF5Data: the datasets of {self.filename} differ in length: {lengths}")
         self._n = next(iter(lengths.values()))
@@ -55,13 +80,16 @@ class HDF5Data(DatasetReader):
     def _open(self) -> None:
         if self._file is not None:
             self._file.close()
-        self._file = h5py.File(self.filename, "r")
+        with _damage_named(self.filename):
+            self._file = h5py.File(self.filename, "r")
 
     def _read_run(self, start: int, stop: int) -> Iterator[Any]:
-        sets = [self._file[p] for p in self.data_paths]
+        with _damage_named(self.filename):
+            sets = [self._file[p] for p in self.data_paths]
         for lo in range(start, stop, SLAB_ROWS):
             hi = min(lo + SLAB_ROWS, stop)
-            slabs = [d[lo:hi] for d in sets]
+            with _damage_named(self.filename):
+                slabs = [d[lo:hi] for d in sets]
             for k in range(hi - lo):
                 yield [s[k] for s in slabs]
 
@@ -84,21 +112,21 @@ def write_hdf5(df: Any, path: str | os.PathLike, data_paths: Sequence[str], prog
     Component ``i`` of every datapoint is stacked into dataset ``data_paths[i]``, so components
     must be arrays or numbers of one shape and dtype. The whole epoch is held in memory first.
     """
-    import tqdm
 
     path = os.fspath(path)
     if os.path.exists(path):
         raise FileExistsError(f"{path} already exists")
     df.reset_state()
     columns: list[list[Any]] = [[] for _ in data_paths]
-    for dp in tqdm.tqdm(df, unit="dp", disable=not progress, desc=f"reading for {path}"):
+    for dp in progress_bar(iterable=df, unit="dp", disable=not progress, desc=f"reading for {path}"):
         if len(dp) != len(data_paths):
             raise ValueError(
                 f"write_hdf5: a datapoint has {len(dp)} components for {len(data_paths)} data paths"
             )
         for col, value in zip(columns, dp, strict=True):
             col.append(value)
-    with h5py.File(path, "w") as f:
+    with h5py.File(path, "w", libver=("v110", "v110")) as f:
         for name, col in zip(data_paths, columns, strict=True):
-            f.create_dataset(name, data=np.asarray(col))
+            data = np.asarray(col)
+            f.create_dataset(name, data=data, fletcher32=data.size > 0)
     return len(columns[0]) if columns else 0

@@ -23,6 +23,7 @@ import numpy as np
 from .base import DataFlow
 from .batch import BatchData
 from .dataset import ILSVRC12Files
+from .file_errors import DatasetFormatError
 from .image import AugmentImageComponent
 from .jpeg import Color, ImageDecodeError, decode_image
 from .lmdb_format import LMDBData, write_lmdb
@@ -92,9 +93,9 @@ class _DecodeRecord:
         try:
             record = unpack(value)  # read-only views of the value: decoding only reads them
         except WireFormatError as e:
-            raise WireFormatError(f"{source} is not a datapoint record: {e}") from None
+            raise DatasetFormatError(f"{source} is not a datapoint record: {e}") from None
         if not (isinstance(record, list) and len(record) == 2 and isinstance(record[0], np.ndarray)):
-            raise ValueError(f"{source} is not an [encoded image, label] record (see pack_image_lmdb)")
+            raise DatasetFormatError(f"{source} is not an [encoded image, label] record (pack_image_lmdb's)")
         return [decode_image(record[0], self.color, source=source), np.int32(record[1])]
 
 

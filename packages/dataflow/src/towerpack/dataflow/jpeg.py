@@ -15,10 +15,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from .file_errors import DatasetFormatError
+
 __all__ = ["Color", "ImageDecodeError", "decode_image", "read_image"]
 
 
-class ImageDecodeError(ValueError):
+class ImageDecodeError(DatasetFormatError):
     """Encoded image data that cannot be decoded (corrupt, truncated, empty or not an image)."""
 
 
@@ -53,6 +55,18 @@ def _as_bytes_array(buf: Any, where: str) -> np.ndarray:
     raise TypeError(f"{where}: encoded image must be bytes or a uint8 array, got {type(buf).__name__}")
 
 
+def _is_truncated_jpeg(data: np.ndarray) -> bool:
+    """A JPEG with no end-of-image marker after its last scan (libjpeg would fill the rest in gray).
+
+    Inside scan data every 0xFF byte is followed by 0x00 or a restart marker, so an 0xFFD9 after
+    the last start-of-scan (0xFFDA) is the end-of-image marker; thumbnails end before it.
+    """
+    raw = data.tobytes()
+    if not raw.startswith(b"\xff\xd8"):
+        return False
+    return raw.rfind(b"\xff\xd9") < raw.rfind(b"\xff\xda")
+
+
 def decode_image(buf: Any, color: Color | str = Color.BGR, source: Any = None) -> np.ndarray:
     """Decode ``buf`` (bytes or a uint8 array of an encoded image) into a uint8 array.
 
@@ -64,6 +78,8 @@ def decode_image(buf: Any, color: Color | str = Color.BGR, source: Any = None) -
     data = _as_bytes_array(buf, where)
     if data.size == 0:
         raise ImageDecodeError(f"{where}: the encoded data is empty")
+    if _is_truncated_jpeg(data):
+        raise ImageDecodeError(f"{where}: truncated JPEG ({data.size} bytes, no end-of-image marker)")
     try:
         img = cv2.imdecode(data, _FLAGS[color])
     except cv2.error as e:

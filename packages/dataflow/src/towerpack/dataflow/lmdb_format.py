@@ -4,11 +4,18 @@ A dataset written by :func:`write_lmdb` (``LMDBSerializer.save``) keeps datapoin
 the ASCII key ``'{:08}'.format(i)`` and the list of keys under ``__keys__`` (a ``uint8`` array of
 shape ``[n, 8]`` in the wire format's record layout, no pickle). Keys in byte order are also
 storage order, so a run of consecutive keys is read with one cursor, sequentially.
+
+Before a database is mapped, its meta pages are checked against the file's size: LMDB maps the
+file and touches pages beyond a truncated file's end, which kills the process with SIGBUS (the
+reference dies so); here a truncated or damaged file raises :class:`DatasetFormatError` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+import struct
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -17,7 +24,9 @@ import lmdb
 import numpy as np
 
 from .base import DataFlow
+from .file_errors import DatasetFormatError
 from .mapping import MapData
+from .progress import progress_bar
 from .reader import DatasetReader
 from .wire import WireFormatError, pack, unpack
 
@@ -45,7 +54,171 @@ class _FixedKeys(Sequence):
         return self.table[i].tobytes()
 
 
+#: An LMDB meta page: the page header, then ``MDB_meta`` (magic, version, address, map size, the
+#: two ``MDB_db`` records of 48 bytes whose first ``u32`` in the first one is the page size,
+#: ``mm_last_pg``, ``mm_txnid``), as LMDB lays it out on 64-bit machines. Read: magic, version,
+#: page size, the main tree's depth and root page, last page, transaction id.
+_PAGE_HEADER = 16
+_META = struct.Struct("<II8x8xI44x6xH32xQQQ")
+_MAGIC = 0xBEEFC0DE
+_VERSION = 1
+_PAGE_SIZES = [1 << k for k in range(9, 17)]
+
+
+def _data_file(path: str) -> str:
+    return os.path.join(path, "data.mdb") if os.path.isdir(path) else path
+
+
+def check_lmdb_file(path: str) -> None:
+    """Raise :class:`DatasetFormatError` unless the file holds every page its current meta page uses.
+
+    Reads both meta pages (LMDB uses the one with the larger transaction id), checks that their
+    transaction ids are consecutive, and compares ``(last_pg + 1) * page_size`` with the file's
+    size, before anything maps the file.
+    """
+    file = _data_file(path)
+    size = os.stat(file).st_size
+    with open(file, "rb") as f:
+        head = f.read(_PAGE_HEADER + _META.size)
+        if len(head) < _PAGE_HEADER + _META.size:
+            raise DatasetFormatError(f"{file}: {size} bytes, too short for an LMDB database (truncated?)")
+        page_size = _META.unpack_from(head, _PAGE_HEADER)[2]
+        if page_size not in _PAGE_SIZES:
+            raise DatasetFormatError(
+                f"{file}: not an LMDB database, or a damaged one (page size {page_size})"
+            )
+        f.seek(page_size)
+        metas = [_META.unpack_from(head, _PAGE_HEADER)]
+        second = f.read(_PAGE_HEADER + _META.size)
+        if len(second) < _PAGE_HEADER + _META.size:
+            raise DatasetFormatError(
+                f"{file}: {size} bytes, too short for the two LMDB meta pages (truncated?)"
+            )
+        metas.append(_META.unpack_from(second, _PAGE_HEADER))
+    for number, (magic, version, *_) in enumerate(metas):
+        if magic != _MAGIC or version != _VERSION:
+            raise DatasetFormatError(
+                f"{file}: meta page {number} is not an LMDB meta page (magic {magic:#x}, version {version}); "
+                "not an LMDB database, or a damaged one"
+            )
+    # LMDB writes transaction t's meta to page t % 2, so the two ids differ by at most one; a
+    # damaged id would make LMDB read an old snapshot (fewer entries, or freed pages) silently
+    if abs(metas[0][6] - metas[1][6]) > 1:
+        raise DatasetFormatError(
+            f"{file}: the LMDB meta pages record transactions {metas[0][6]} and {metas[1][6]}; "
+            "one of them is damaged"
+        )
+    _, _, _, depth, root, last_page, _ = max(metas, key=lambda m: m[6])
+    needed = (last_page + 1) * page_size
+    if needed > size:
+        raise DatasetFormatError(
+            f"{file}: the LMDB database records {needed} bytes ({last_page + 1} pages of {page_size}) "
+            f"but the file has {size}: it is truncated (an interrupted copy?)"
+        )
+    with open(file, "rb") as f:
+        _check_tree_tail(_Tree(file, f.fileno(), page_size, last_page, size), root, depth)
+
+
+_PAGE = struct.Struct("<8x2xHHH")  # flags, lower, upper
+_NODE = struct.Struct("<HHHH")  # lo, hi, flags, key size
+_P_BRANCH, _P_LEAF, _P_LEAF2 = 0x01, 0x02, 0x20
+_F_BIGDATA = 0x01
+_NO_PAGE = (1 << 64) - 1
+#: How far past its page's start a damaged node offset plus key size can make LMDB read.
+_REACH = 2 * 65536 + 16
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tree:
+    file: str
+    fd: int
+    page_size: int
+    last_page: int
+    size: int
+
+    def damaged(self, pgno: int, what: str) -> DatasetFormatError:
+        return DatasetFormatError(f"{self.file}: the LMDB database is damaged (page {pgno}: {what})")
+
+
+def _check_tree_tail(tree: _Tree, root: int, depth: int) -> None:
+    """Check the main tree's pages from which damaged offsets could make LMDB read past the file.
+
+    LMDB trusts the node offsets and sizes in its pages; a damaged one in a page near the end
+    of the file makes it read past the end (SIGBUS). Walks the branch pages (a small part of
+    the tree) and checks them and the leaf pages within reach of the file's end.
+    """
+    if root == _NO_PAGE:
+        return
+    tail = max(2, (tree.size - _REACH) // tree.page_size)
+    stack = [(root, 1)]
+    visited = 0
+    while stack:
+        pgno, level = stack.pop()
+        visited += 1
+        if not 2 <= pgno <= tree.last_page or level > depth or visited > tree.last_page:
+            raise tree.damaged(pgno, f"not a page of the tree at level {level} of {depth}")
+        children = _check_page(tree, pgno, branch=level < depth)
+        for child in children:
+            if level + 1 < depth or child >= tail:
+                stack.append((child, level + 1))
+
+
+def _check_page(tree: _Tree, pgno: int, branch: bool) -> list[int]:
+    """Check one branch or leaf page's nodes lie within it; return a branch page's children."""
+    ps = tree.page_size
+    page = os.pread(tree.fd, ps, pgno * ps)
+    flags, lower, upper = _PAGE.unpack_from(page)
+    if flags & _P_LEAF2:
+        return []
+    if flags & (_P_BRANCH | _P_LEAF) != (_P_BRANCH if branch else _P_LEAF):
+        raise tree.damaged(pgno, f"flags {flags:#x} where a {'branch' if branch else 'leaf'} page belongs")
+    if not _PAGE_HEADER <= lower <= upper <= ps or (lower - _PAGE_HEADER) % 2:
+        raise tree.damaged(pgno, f"node table bounds {lower}..{upper}")
+    children = []
+    for i in range((lower - _PAGE_HEADER) // 2):
+        (ptr,) = struct.unpack_from("<H", page, _PAGE_HEADER + 2 * i)
+        if not upper <= ptr <= ps - _NODE.size:
+            raise tree.damaged(pgno, f"node {i} at offset {ptr}")
+        lo, hi, node_flags, ksize = _NODE.unpack_from(page, ptr)
+        end = ptr + _NODE.size + ksize
+        if branch:
+            child = lo | hi << 16 | node_flags << 32
+            if end > ps or not 2 <= child <= tree.last_page:
+                raise tree.damaged(pgno, f"node {i} (child page {child}, key of {ksize} bytes)")
+            children.append(child)
+            continue
+        dsize = lo | hi << 16
+        if node_flags & _F_BIGDATA:
+            if end + 8 > ps:
+                raise tree.damaged(pgno, f"node {i} (key of {ksize} bytes)")
+            (first,) = struct.unpack_from("<Q", page, end)
+            if not 2 <= first <= tree.last_page or first * ps + _PAGE_HEADER + dsize > tree.size:
+                raise tree.damaged(pgno, f"node {i} (a value of {dsize} bytes at page {first})")
+        elif end + dsize > ps:
+            raise tree.damaged(pgno, f"node {i} (key of {ksize} and value of {dsize} bytes)")
+    return children
+
+
 def _open_env(path: str, readonly: bool, map_size: int = INITIAL_MAP_SIZE) -> lmdb.Environment:
+    if readonly:
+        check_lmdb_file(path)
+        with _damage_named(path):
+            return _lmdb_open(path, readonly, map_size)
+    return _lmdb_open(path, readonly, map_size)
+
+
+@contextlib.contextmanager
+def _damage_named(path: str) -> Iterator[None]:
+    """Turn LMDB's errors about a damaged database into :class:`DatasetFormatError` naming the file."""
+    try:
+        yield
+    except lmdb.Error as e:
+        raise DatasetFormatError(
+            f"{_data_file(path)}: the LMDB database is damaged ({type(e).__name__}: {e})"
+        ) from None
+
+
+def _lmdb_open(path: str, readonly: bool, map_size: int) -> lmdb.Environment:
     return lmdb.open(
         path,
         subdir=os.path.isdir(path),
@@ -66,9 +239,51 @@ def _acquire(path: str) -> lmdb.Environment:
     key = (os.getpid(), os.path.realpath(path))
     entry = _ENVS.get(key)
     if entry is None:
-        entry = _ENVS[key] = [_open_env(path, readonly=True), 0]
+        env = _open_env(path, readonly=True)
+        entry = _ENVS[key] = [env, 0, _mapped_range(path)]
     entry[1] += 1
     return entry[0]
+
+
+def _mapped_range(path: str) -> tuple[int, int] | None:
+    """Addresses ``[start, end)`` of the open database file's bytes in this process's memory.
+
+    From ``/proc/self/maps`` (``None`` where there is none); LMDB maps more address space than
+    the file has, and touching the part past the file's end raises SIGBUS.
+    """
+    file = os.path.realpath(_data_file(path))
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == file and int(fields[2], 16) == 0:
+            start = int(fields[0].split("-")[0], 16)
+            return start, start + os.stat(file).st_size
+    return None
+
+
+def _file_bounds(path: str) -> tuple[int, int] | None:
+    """The mapped address range of ``path``'s open environment in this process, or None."""
+    return _ENVS.get((os.getpid(), os.path.realpath(path)), [None, None, None])[2]
+
+
+def _check_in_file(view: memoryview, bounds: tuple[int, int] | None, path: str, key: bytes) -> None:
+    """Raise :class:`DatasetFormatError` if ``view`` (from the map) reaches past the file's end.
+
+    A damaged size in LMDB's B-tree gives a value that runs past the end of the file; reading it
+    would kill the process with SIGBUS. ``bounds``: :func:`_file_bounds`, looked up once per read.
+    """
+    if bounds is None or not view.nbytes:
+        return
+    start = np.frombuffer(view, np.uint8).__array_interface__["data"][0]
+    if start < bounds[0] or start + view.nbytes > bounds[1]:
+        raise DatasetFormatError(
+            f"{_data_file(path)}: entry {key!r} ({view.nbytes} bytes) runs past the end of the file; "
+            "the LMDB database is damaged"
+        )
 
 
 def _close_inherited() -> None:
@@ -113,6 +328,9 @@ class LMDBData(DatasetReader):
     :meth:`reset_state`, so a reader can be handed to worker processes.
     """
 
+    #: Whether a database without a valid ``__keys__`` entry is damaged (rather than scanned).
+    _key_table_required = False
+
     def __init__(
         self,
         lmdb_path: str | os.PathLike,
@@ -131,7 +349,7 @@ class LMDBData(DatasetReader):
     def _find_keys(self, keys: Sequence[bytes] | str | None) -> Sequence[bytes]:
         env = _acquire(self.lmdb_path)
         try:
-            with env.begin() as txn:
+            with _damage_named(self.lmdb_path), env.begin(buffers=True) as txn:
                 if isinstance(keys, str):
                     count = env.stat()["entries"] - int(txn.get(KEYS_KEY) is not None)
                     return [keys.format(i).encode("ascii") for i in range(count)]
@@ -139,12 +357,18 @@ class LMDBData(DatasetReader):
                     return [k.encode("ascii") if isinstance(k, str) else bytes(k) for k in keys]
                 stored = txn.get(KEYS_KEY)
                 if stored is not None:
+                    _check_in_file(stored, _file_bounds(self.lmdb_path), self.lmdb_path, KEYS_KEY)
                     try:
                         table = unpack(bytearray(stored))
                     except WireFormatError:
                         table = None  # not ours (the reference pickles its key list): scan instead
                     if isinstance(table, np.ndarray) and table.dtype == np.uint8 and table.ndim == 2:
                         return _FixedKeys(table)
+                if self._key_table_required:
+                    raise DatasetFormatError(
+                        f"{_data_file(self.lmdb_path)}: no valid {KEYS_KEY.decode()} entry, which "
+                        "LMDBSerializer.save always writes: the database is damaged or not one of its files"
+                    )
                 with txn.cursor() as cur:
                     return [bytes(k) for k in cur.iternext(keys=True, values=False) if k != KEYS_KEY]
         finally:
@@ -162,8 +386,8 @@ class LMDBData(DatasetReader):
         return bytes(value)
 
     def _read_run(self, start: int, stop: int) -> Iterator[Any]:
-        keys = self._keys
-        with self._env.begin(buffers=True) as txn, txn.cursor() as cur:
+        keys, bounds = self._keys, _file_bounds(self.lmdb_path)
+        with _damage_named(self.lmdb_path), self._env.begin(buffers=True) as txn, txn.cursor() as cur:
             positioned = self._sorted and cur.set_key(keys[start])
             for i in range(start, stop):
                 key = keys[i]
@@ -174,7 +398,10 @@ class LMDBData(DatasetReader):
                     value = txn.get(key)
                     positioned = False
                 if value is None:
-                    raise KeyError(f"{self.lmdb_path}: key {key!r} is listed but not in the database")
+                    raise DatasetFormatError(
+                        f"{self.lmdb_path}: key {key!r} is listed but not in the database (damaged?)"
+                    )
+                _check_in_file(value, bounds, self.lmdb_path, key)
                 yield self._datapoint(key, value)
 
     def _datapoint(self, key: bytes, value: memoryview) -> Any:
@@ -198,6 +425,8 @@ class LMDBDataDecoder(MapData):
 class LMDBRecords(LMDBData):
     """The datapoints of a dataset written by :func:`write_lmdb`, decoded into writable arrays."""
 
+    _key_table_required = True
+
     def __init__(
         self, lmdb_path: str | os.PathLike, shuffle: bool = True, allow_pickle: bool = False, **kw: Any
     ):
@@ -208,7 +437,9 @@ class LMDBRecords(LMDBData):
         try:
             return unpack(bytearray(value), self.allow_pickle)
         except WireFormatError as e:
-            raise WireFormatError(f"{self.lmdb_path}: entry {key!r} is not a datapoint record: {e}") from None
+            raise DatasetFormatError(
+                f"{self.lmdb_path}: entry {key!r} is not a datapoint record: {e}"
+            ) from None
 
 
 def write_lmdb(
@@ -224,7 +455,6 @@ def write_lmdb(
     space (the file grows only as data is written) and doubles if it fills up, re-writing the
     uncommitted datapoints, so nothing is lost.
     """
-    import tqdm
 
     path = os.fspath(path)
     if os.path.exists(path):
@@ -234,7 +464,7 @@ def write_lmdb(
     pending: list[tuple[bytes, bytes]] = []
     pending_bytes = count = 0
     try:
-        with tqdm.tqdm(total=_total(df), unit="dp", disable=not progress, desc=f"writing {path}") as bar:
+        with progress_bar(total=_total(df), unit="dp", disable=not progress, desc=f"writing {path}") as bar:
             for dp in df:
                 record = pack(dp, allow_pickle)
                 pending.append((key_of(count), record))

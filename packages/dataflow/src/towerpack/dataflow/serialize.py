@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import DataFlow
+from .file_errors import DatasetFormatError
 from .hdf5_format import HDF5Data, write_hdf5
 from .lmdb_format import LMDBRecords, write_lmdb
 from .npz_format import NpzRecords, write_npz
+from .progress import progress_bar
 from .tfrecord import TFRecordData, TFRecordWriter
 from .wire import WireFormatError, pack, unpack
 
@@ -74,11 +76,11 @@ class TFRecordRecords(TFRecordData):
         super().__init__(path, shuffle, **kw)
         self.allow_pickle = allow_pickle
 
-    def _record(self, data: Any) -> Any:
+    def _record(self, data: Any, index: int) -> Any:
         try:
             return unpack(data, self.allow_pickle)
         except WireFormatError as e:
-            raise WireFormatError(f"{self.path}: a record is not a datapoint: {e}") from None
+            raise DatasetFormatError(f"{self.path}: record {index} is not a datapoint: {e}") from None
 
 
 class TFRecordSerializer:
@@ -86,12 +88,11 @@ class TFRecordSerializer:
 
     @staticmethod
     def save(df: DataFlow, path: str | os.PathLike, allow_pickle: bool = False) -> int:
-        import tqdm
 
         df.reset_state()
         count = 0
         with TFRecordWriter(path) as w:
-            for dp in tqdm.tqdm(df, unit="dp", desc=f"writing {os.fspath(path)}"):
+            for dp in progress_bar(iterable=df, unit="dp", desc=f"writing {os.fspath(path)}"):
                 w.write(pack(dp, allow_pickle))
                 count += 1
         return count
@@ -104,10 +105,14 @@ class TFRecordSerializer:
         allow_pickle: bool = False,
         **options: Any,
     ) -> TFRecordRecords:
-        """Read ``path`` every epoch (the reference read it once); ``size`` is checked if given."""
+        """Read ``path`` every epoch (the reference read it once); ``size`` is checked if given.
+
+        A TFRecord file cut exactly between records is a valid shorter file: pass ``size`` to
+        have that reported.
+        """
         df = TFRecordRecords(path, shuffle, allow_pickle=allow_pickle, **options)
         if size is not None and size != df._count():
-            raise ValueError(
+            raise DatasetFormatError(
                 f"TFRecordSerializer.load: {os.fspath(path)} holds {df._count()} records, not {size}"
             )
         return df

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import crc32c
 import numpy as np
 
+from .file_errors import DatasetFormatError
 from .reader import DatasetReader
 
 __all__ = ["TFRecordData", "TFRecordError", "TFRecordWriter", "scan_tfrecord"]
@@ -25,8 +26,8 @@ _FOOTER = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 
 
-class TFRecordError(ValueError):
-    """A TFRecord file that is truncated or whose checksums do not match."""
+class TFRecordError(DatasetFormatError):
+    """A TFRecord file that is truncated or whose checksums do not match (names the file)."""
 
 
 def _masked_crc(data: Any) -> int:
@@ -102,7 +103,8 @@ class TFRecordData(DatasetReader):
             self._file.close()
         self._file = open(self.path, "rb")  # noqa: SIM115 (kept open while reading)
 
-    def _record(self, data: bytes) -> Any:
+    def _record(self, data: bytes, index: int) -> Any:
+        """The datapoint of record number ``index`` (its data, checksum already checked)."""
         return data
 
     def _read_run(self, start: int, stop: int) -> Iterator[Any]:
@@ -124,7 +126,7 @@ class TFRecordData(DatasetReader):
                 raise TFRecordError(f"{self.path}: record {i} is truncated")
             if _masked_crc(data) != _FOOTER.unpack(footer)[0]:
                 raise TFRecordError(f"{self.path}: record {i} is corrupt (its checksum does not match)")
-            yield self._record(data)
+            yield self._record(data, i)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

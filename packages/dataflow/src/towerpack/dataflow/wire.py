@@ -16,7 +16,8 @@ same limits, so that it never produces a message that receivers reject. Pickle i
 where both sides pass ``allow_pickle=True``.
 
 Files store a datapoint as one byte string: :func:`pack` lays the same frames out behind a small
-length table, and :func:`unpack` checks that table and decodes the frames in place.
+length table and ends it with a CRC-32C of the whole record, and :func:`unpack` checks both before
+decoding the frames in place, so a damaged record is an error, never a wrong datapoint.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 import msgpack
 import numpy as np
 import zmq
@@ -463,9 +465,13 @@ def decode(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAUL
 # ---------------------------------------------------------------------------------------------
 # Records: one datapoint as one byte string (files)
 
-#: ``u32`` frame count, then one ``u64`` length per frame, then the frames, each 8-byte aligned.
+#: ``u32`` frame count, then one ``u64`` length per frame, then the frames, each 8-byte aligned,
+#: then (when the count has ``_CHECKED`` set) a ``u32`` CRC-32C of everything before it.
 _COUNT = struct.Struct("<I")
 _ALIGN = 8
+#: Set in the frame count of records that end with their checksum (records of older versions do not).
+_CHECKED = 1 << 31
+_CRC = struct.Struct("<I")
 
 
 def _padding(n: int) -> int:
@@ -482,22 +488,32 @@ def pack(dp: Any, allow_pickle: bool = False) -> bytes:
         memoryview(f.reshape(-1).view(np.uint8)) if isinstance(f, np.ndarray) else memoryview(f)
         for f in encode(dp, allow_pickle)
     ]
-    table = _COUNT.pack(len(frames)) + struct.pack(f"<{len(frames)}Q", *(f.nbytes for f in frames))
+    table = _COUNT.pack(len(frames) | _CHECKED) + struct.pack(f"<{len(frames)}Q", *(f.nbytes for f in frames))
     parts = [table, bytes(_padding(len(table)))]
     for f in frames:
         parts += [f, bytes(_padding(f.nbytes))]
-    return b"".join(parts)
+    body = b"".join(parts)
+    return body + _CRC.pack(crc32c.crc32c(body))
 
 
 def unpack(record: Any, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
     """Decode a record made by :func:`pack`; arrays are views of ``record`` (writable if it is).
 
-    Raises :class:`WireFormatError` when the record is truncated or malformed.
+    Raises :class:`WireFormatError` when the record is truncated, damaged or malformed.
     """
     buf = memoryview(record).cast("B")
     if buf.nbytes < _COUNT.size:
         raise WireFormatError(f"record of {buf.nbytes} bytes is too short for its frame count")
     (count,) = _COUNT.unpack_from(buf)
+    checked = bool(count & _CHECKED)
+    if checked:
+        count &= ~_CHECKED
+        if buf.nbytes < _CRC.size + _COUNT.size:
+            raise WireFormatError(f"record of {buf.nbytes} bytes is too short for its checksum")
+        (crc,) = _CRC.unpack_from(buf, buf.nbytes - _CRC.size)
+        buf = buf[: buf.nbytes - _CRC.size]
+        if crc32c.crc32c(buf) != crc:
+            raise WireFormatError(f"record of {buf.nbytes + _CRC.size} bytes is damaged (checksum mismatch)")
     if not 1 <= count <= limits.max_frames + 1:
         raise WireFormatError(f"record declares {count} frames (limit {limits.max_frames + 1})")
     offset = _COUNT.size + 8 * count
@@ -513,6 +529,8 @@ def unpack(record: Any, allow_pickle: bool = False, limits: WireLimits = DEFAULT
             )
         frames.append(buf[offset : offset + n])
         offset += n + _padding(n)
+    if checked and offset != buf.nbytes:
+        raise WireFormatError(f"record holds {buf.nbytes - offset} bytes after its last frame")
     return decode(frames, allow_pickle, limits)
 
 

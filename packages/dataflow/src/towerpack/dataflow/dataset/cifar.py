@@ -38,7 +38,17 @@ def _load_pickle(path: str) -> Any:
     try:
         with open(path, "rb") as f:
             return pickle.load(f, encoding="bytes")
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as e:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        KeyError,
+        IndexError,
+        OverflowError,
+    ) as e:  # what a cut or damaged pickle raises
         raise DatasetFormatError(f"{path}: not a CIFAR python pickle ({type(e).__name__}: {e})") from None
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
+from ..file_errors import DatasetFormatError
+
 __all__ = [
     "DATASET_VAR",
     "DatasetFormatError",
@@ -36,10 +38,6 @@ class DatasetNotFoundError(FileNotFoundError):
 
     def __reduce__(self) -> tuple[type, tuple[str, list[str], str]]:
         return type(self), (self.dataset, self.missing, self.how_to_get)
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file exists but its content is not what its format says (names the file)."""
 
 
 class Split(Enum):

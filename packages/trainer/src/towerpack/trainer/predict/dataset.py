@@ -13,7 +13,7 @@ import queue
 import threading
 from multiprocessing import connection as mp_connection
 
-import tqdm
+from towerpack.dataflow.progress import progress_bar
 
 from ..compat import tf
 from .base import OfflinePredictor
@@ -62,7 +62,7 @@ class SimpleDatasetPredictor(DatasetPredictorBase):
     def get_result(self):
         self.dataset.reset_state()
         size = _size(self.dataset)
-        with tqdm.tqdm(total=size, disable=size == 0) as bar:
+        with progress_bar(total=size, disable=size == 0) as bar:
             for dp in self.dataset:
                 yield self.predictor(*dp)
                 bar.update()
@@ -200,7 +200,7 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
             self.dataset.reset_state()
             for k in sorted(live):
                 feed(k)
-            with tqdm.tqdm(total=size, disable=size == 0) as bar:
+            with progress_bar(total=size, disable=size == 0) as bar:
                 while live:
                     for k, (tid, out) in self._receive(workers, conns, live):
                         if tid == FAILED:
