@@ -18,7 +18,7 @@ import numpy as np
 from ..base import DataFlow
 from ..sharding import Remainder, Shard
 
-__all__ = ["DEFAULT_SEED", "IndexedDataset"]
+__all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "read_labelled_image"]
 
 #: The seed of the epoch order when none is given: every process of a job must agree on it.
 DEFAULT_SEED = 0
@@ -107,3 +107,26 @@ class IndexedDataset(DataFlow):
         self._epoch += 1
         for i in self.epoch_indices(self._epoch).tolist():
             yield self._get(i)
+
+
+class ArrayDataset(IndexedDataset):
+    """An :class:`IndexedDataset` whose items are rows of arrays held in memory.
+
+    ``_columns`` names the attributes (the reference's names: ``images``/``labels``, ``X``/``Y``
+    ...) whose row ``i`` makes datapoint ``i``.
+    """
+
+    _columns: tuple[str, ...]
+
+    def _count(self) -> int:
+        return len(getattr(self, self._columns[0]))
+
+    def _get(self, index: int) -> list[Any]:
+        return [getattr(self, name)[index] for name in self._columns]
+
+
+def read_labelled_image(path: str, label: int) -> list[Any]:
+    """``[BGR uint8 image of the file at path, label]``; a file that does not decode is named."""
+    from ..jpeg import read_image  # OpenCV loads when images are read, not when datasets import
+
+    return [read_image(path), label]

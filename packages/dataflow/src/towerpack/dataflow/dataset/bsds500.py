@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import IndexedDataset
+from .base import ArrayDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["BSDS500"]
@@ -35,7 +35,7 @@ def _boundaries(path: str) -> np.ndarray:
     return sum(maps) / np.float32(len(maps))
 
 
-class BSDS500(IndexedDataset):
+class BSDS500(ArrayDataset):
     """BSDS500 edge detection data; see the module docstring.
 
     Args:
@@ -44,6 +44,8 @@ class BSDS500(IndexedDataset):
         shuffle: shuffle every epoch.
         shard, seed, remainder, rank, world_size: see :class:`IndexedDataset`.
     """
+
+    _columns = ("data", "label")
 
     def __init__(
         self,
@@ -82,9 +84,3 @@ class BSDS500(IndexedDataset):
             training=split is Split.TRAIN,
             **order,
         )
-
-    def _count(self) -> int:
-        return self.data.shape[0]
-
-    def _get(self, index: int) -> list[Any]:
-        return [self.data[index], self.label[index]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import IndexedDataset
+from .base import ArrayDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["Caltech101Silhouettes"]
@@ -18,7 +18,7 @@ SOURCE_URL = "https://people.cs.umass.edu/~marlin/data/"
 FILE_NAME = "caltech101_silhouettes_28_split1.mat"
 
 
-class Caltech101Silhouettes(IndexedDataset):
+class Caltech101Silhouettes(ArrayDataset):
     """Caltech 101 silhouettes; see the module docstring.
 
     Args:
@@ -27,6 +27,8 @@ class Caltech101Silhouettes(IndexedDataset):
         dir: the directory holding the ``.mat`` file (default ``$TENSORPACK_DATASET/caltech101_data``).
         shard, seed, remainder, rank, world_size: see :class:`IndexedDataset`.
     """
+
+    _columns = ("images", "labels")
 
     def __init__(
         self,
@@ -59,9 +61,3 @@ class Caltech101Silhouettes(IndexedDataset):
             training=split is Split.TRAIN,
             **order,
         )
-
-    def _count(self) -> int:
-        return self.images.shape[0]
-
-    def _get(self, index: int) -> list[Any]:
-        return [self.images[index], self.labels[index]]

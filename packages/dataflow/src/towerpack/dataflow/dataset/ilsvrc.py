@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import IndexedDataset
+from .base import IndexedDataset, read_labelled_image
 from .blobproto import read_blobproto
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
@@ -230,10 +230,7 @@ class ILSVRC12(ILSVRC12Files):
     """
 
     def _get(self, index: int) -> list[Any]:
-        from ..jpeg import read_image
-
-        path, label = super()._get(index)
-        return [read_image(path), label]
+        return read_labelled_image(*super()._get(index))
 
     @staticmethod
     def get_training_bbox(bbox_dir: str, imglist: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
@@ -314,7 +311,4 @@ class TinyImageNet(IndexedDataset):
         return len(self.imglist)
 
     def _get(self, index: int) -> list[Any]:
-        from ..jpeg import read_image
-
-        path, label = self.imglist[index]
-        return [read_image(path), label]
+        return read_labelled_image(*self.imglist[index])

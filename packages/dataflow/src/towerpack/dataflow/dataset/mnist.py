@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import IndexedDataset
+from .base import ArrayDataset
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
 __all__ = ["FashionMnist", "Mnist", "read_idx"]
@@ -49,7 +49,7 @@ def read_idx(path: str, magic: int) -> np.ndarray:
     return np.frombuffer(raw, np.uint8, offset=header).reshape(dims)
 
 
-class Mnist(IndexedDataset):
+class Mnist(ArrayDataset):
     """MNIST digits: ``[float32 (28, 28) in [0, 1], numpy.uint8 label 0..9]``; 60000 train, 10000 test.
 
     Args:
@@ -59,6 +59,8 @@ class Mnist(IndexedDataset):
             ``$TENSORPACK_DATASET/mnist_data``).
         shard, seed, remainder, rank, world_size: see :class:`IndexedDataset`.
     """
+
+    _columns = ("images", "labels")
 
     DIR_NAME = "mnist_data"
     SOURCE_URL = "http://yann.lecun.com/exdb/mnist/"
@@ -96,12 +98,6 @@ class Mnist(IndexedDataset):
             training=split is Split.TRAIN,
             **order,
         )
-
-    def _count(self) -> int:
-        return self.images.shape[0]
-
-    def _get(self, index: int) -> list[Any]:
-        return [self.images[index], self.labels[index]]
 
     def get_label_names(self) -> list[str]:
         """The name of each class."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import IndexedDataset
+from .base import IndexedDataset, read_labelled_image
 from .files import DatasetFormatError, Split, require_files
 
 __all__ = ["Places365Standard"]
@@ -74,7 +74,4 @@ class Places365Standard(IndexedDataset):
         return len(self._files)
 
     def _get(self, index: int) -> list[Any]:
-        from ..jpeg import read_image
-
-        path, label = self._files[index]
-        return [read_image(path), label]
+        return read_labelled_image(*self._files[index])

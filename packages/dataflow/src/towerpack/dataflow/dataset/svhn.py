@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import IndexedDataset
+from .base import ArrayDataset
 from .files import DatasetFormatError, Split, get_dataset_path, load_mat, require_files
 
 __all__ = ["SVHNDigit"]
@@ -22,7 +22,7 @@ SVHN_URL = "http://ufldl.stanford.edu/housenumbers/"
 _SPLITS = (Split.TRAIN, Split.TEST, Split.EXTRA)
 
 
-class SVHNDigit(IndexedDataset):
+class SVHNDigit(ArrayDataset):
     """SVHN digits: ``[uint8 (32, 32, 3) RGB, numpy.uint8 label 0..9]`` (the files' 10 is digit 0).
 
     Args:
@@ -32,6 +32,8 @@ class SVHNDigit(IndexedDataset):
         shuffle: shuffle every epoch.
         shard, seed, remainder, rank, world_size: see :class:`IndexedDataset`.
     """
+
+    _columns = ("X", "Y")
 
     _Cache: ClassVar[dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]]] = {}
 
@@ -72,12 +74,6 @@ class SVHNDigit(IndexedDataset):
             labels[labels == 10] = 0
             cls._Cache[key] = (images, labels)
         return cls._Cache[key]
-
-    def _count(self) -> int:
-        return self.X.shape[0]
-
-    def _get(self, index: int) -> list[Any]:
-        return [self.X[index], self.Y[index]]
 
     @staticmethod
     def get_per_pixel_mean(names: Sequence[str] = ("train",), data_dir: str | None = None) -> np.ndarray:
