@@ -38,7 +38,8 @@ $(VENV)/.horovod-$(TF_EXTRA)-stamp: $(DEPS_STAMP) scripts/build_horovod.sh
 	scripts/build_horovod.sh $(VENV) $(WHEEL_CACHE)
 	touch $@
 
-# System packages the tests need (sshd for the launcher's ssh mode).
+# System packages the tests need: sshd (the launcher's ssh mode); Slurm, munge and Open MPI
+# (towerpack under srun, sbatch and mpirun).
 system-deps:
 	@scripts/system_deps.sh
 

@@ -16,15 +16,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from train import DigitsConvNet, digits_split  # examples/digits/train.py
 
-from towerpack.dataflow import BatchData, DataFromList
+from towerpack.dataflow import BatchData, DataFromList, placement
 from towerpack.trainer import (
     ClassificationError,
     InferenceRunner,
     ModelSaver,
     ScalarStats,
-    SimpleTrainer,
     TrainConfig,
     ZMQInput,
+    default_trainer,
     launch_train_with_config,
     logger,
 )
@@ -42,13 +42,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.short:
         args.epochs = min(args.epochs, 3)
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        from towerpack.trainer import HorovodTrainer
-
-        trainer = HorovodTrainer()
-    else:
-        trainer = SimpleTrainer()
+    where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
+    rank, world = where.rank, where.world_size
+    trainer = default_trainer()
     logdir = os.path.join("train_log", args.name)
     if rank == 0:
         logger.set_logger_dir(logdir, action="d")

@@ -4,6 +4,10 @@
     python examples/digits/train.py                      # one process, SimpleTrainer + QueueInput
     python examples/digits/train.py --towers 2           # one process, 2 towers (data-parallel)
     launch --np 2 examples/digits/train.py               # 2 processes, HorovodTrainer
+    launch --np 2 --backend tf-collective examples/digits/train.py   # 2 processes, no Horovod
+
+Under ``horovodrun``, ``mpirun``, ``srun`` or ``torchrun`` instead of ``launch``, each process finds
+its rank the same way (``towerpack.dataflow.placement()``).
 
 Each process reads its own shard of the training set through a ZMQ dataflow worker
 (``MultiProcessRunnerZMQ``), so with N processes each epoch still covers the data once.
@@ -21,36 +25,39 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 from sklearn.datasets import load_digits
 
-from towerpack.dataflow import BatchData, DataFromList, LocallyShuffleData, MultiProcessRunnerZMQ, ShardData
+from towerpack.dataflow import (
+    BatchData,
+    DataFromList,
+    LocallyShuffleData,
+    MultiProcessRunnerZMQ,
+    ShardData,
+    placement,
+)
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     ClassificationError,
     Conv2D,
     FullyConnected,
     InferenceRunner,
-    JSONWriter,
     MaxPooling,
     ModelDesc,
     ModelSaver,
     QueueInput,
     ScalarStats,
     ScheduledHyperParamSetter,
-    SimpleTrainer,
-    SyncMultiGPUTrainerReplicated,
     TrainConfig,
     add_moving_summary,
     argscope,
-    launch_train_with_config,
+    default_trainer,
     logger,
 )
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.plot import plot_stats
-from towerpack.trainer.run_summary import announce_resume, summarize
+from towerpack.trainer.run_summary import last_accuracy, train_and_summarize
 
 NUM_VALIDATION = 297  # of 1797 images: 1500 train, 297 validation
 
@@ -67,7 +74,7 @@ def digits_split(seed: int = 0):
 
 def train_dataflow(points, batch_size: int):
     """This rank's shard, shuffled, batched, produced in a separate process over ZMQ."""
-    ds = ShardData(DataFromList(points, shuffle=False), drop_remainder=True)  # RANK / WORLD_SIZE
+    ds = ShardData(DataFromList(points, shuffle=False), drop_remainder=True)  # by placement()
     ds = LocallyShuffleData(ds, buffer_size=len(ds))
     ds = BatchData(ds, batch_size, remainder=False)
     return MultiProcessRunnerZMQ(ds, num_proc=1)
@@ -105,18 +112,6 @@ class DigitsConvNet(ModelDesc):
         return tfv1.train.AdamOptimizer(lr)
 
 
-def make_trainer(towers: int):
-    """HorovodTrainer under a launcher with WORLD_SIZE>1; multi-tower or SimpleTrainer otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        from towerpack.trainer import HorovodTrainer
-
-        return HorovodTrainer()
-    if towers > 1:
-        return SyncMultiGPUTrainerReplicated(towers)  # GPUs if present, logical CPU devices otherwise
-    return SimpleTrainer()
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--epochs", type=int, default=8)
@@ -133,9 +128,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.short:
         args.epochs = min(args.epochs, 3)
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and args.towers > 1:
-        sys.exit("error: --towers is for one process; under launch every process trains one tower")
+    where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
+    rank, world = where.rank, where.world_size
+    try:
+        trainer = default_trainer(args.towers)
+    except ValueError as e:
+        sys.exit(f"error: --towers: {e}")
     parallel = world if world > 1 else max(1, args.towers)
     per_step_batch = max(1, args.batch // parallel)  # per process; each tower also takes one such batch
     if per_step_batch * parallel != args.batch:
@@ -146,7 +144,6 @@ def main(argv=None) -> int:
             per_step_batch * parallel,
         )
 
-    trainer = make_trainer(args.towers)
     logdir = os.path.join(args.logroot, args.name)
     if rank == 0:
         logger.set_logger_dir(logdir, action="d" if args.fresh else "k")
@@ -172,20 +169,15 @@ def main(argv=None) -> int:
         max_epoch=args.epochs,
         logdir=logdir,
     )
-    start_step = announce_resume(config) if rank == 0 else 0
-    start = time.monotonic()
-    launch_train_with_config(config, trainer)
-    elapsed = time.monotonic() - start
-    if rank == 0:
-        where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-        stats = JSONWriter.load_existing_json(logdir) or []
-        errors = [s["validation_error"] for s in stats if "validation_error" in s]
-        details = [f"validation accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
-        details.append(f"logs (TensorBoard: tensorboard --logdir {args.logroot}): {logdir}")
+
+    def details(stats: list[dict]) -> list[str]:
+        lines = last_accuracy(stats, "validation_error", "validation accuracy")
+        lines.append(f"logs (TensorBoard: tensorboard --logdir {args.logroot}): {logdir}")
         if stats:
-            details.append(f"training curves: {plot_stats(logdir)}")
-        what = f"the digits convnet on {where}"
-        summarize(what, config, trainer, start_step, elapsed, details)
+            lines.append(f"training curves: {plot_stats(logdir)}")
+        return lines
+
+    train_and_summarize(config, trainer, "the digits convnet", details)
     return 0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 from imagenet_utils import (
     ImageNetModel,
@@ -34,6 +33,7 @@ from imagenet_utils import (
     num_classes_of,
 )
 
+from towerpack.dataflow import placement
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     BatchNorm,
@@ -43,21 +43,18 @@ from towerpack.trainer import (
     FullyConnected,
     GlobalAvgPooling,
     InferenceRunner,
-    JSONWriter,
     MaxPooling,
     ModelSaver,
     QueueInput,
     ScalarStats,
     ScheduledHyperParamSetter,
-    SimpleTrainer,
-    SyncMultiGPUTrainerReplicated,
     TrainConfig,
     argscope,
-    launch_train_with_config,
+    default_trainer,
     logger,
 )
 from towerpack.trainer.compat import tf, tfv1
-from towerpack.trainer.run_summary import announce_resume, summarize
+from towerpack.trainer.run_summary import last_accuracy, train_and_summarize
 
 #: depth -> (block kind, blocks per group)
 DEPTHS = {
@@ -166,17 +163,13 @@ def learning_rate_schedule(epochs: int, lr: float):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and args.towers > 1:
-        sys.exit("error: --towers is for one process; under launch every process trains one tower")
-    if world > 1:
-        from towerpack.trainer import HorovodTrainer
-
-        trainer, parallel = HorovodTrainer(), world
-    elif args.towers > 1:
-        trainer, parallel = SyncMultiGPUTrainerReplicated(args.towers), args.towers
-    else:
-        trainer, parallel = SimpleTrainer(), 1
+    where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
+    rank, world = where.rank, where.world_size
+    try:
+        trainer = default_trainer(args.towers)
+    except ValueError as e:
+        sys.exit(f"error: --towers: {e}")
+    parallel = world if world > 1 else max(1, args.towers)
     per_replica = max(1, args.batch // parallel)
     logdir = os.path.join(args.logroot, args.name)
     if rank == 0:
@@ -218,17 +211,12 @@ def main(argv=None) -> int:
         max_epoch=args.epochs,
         logdir=logdir,
     )
-    start_step = announce_resume(config) if rank == 0 else 0
-    start = time.monotonic()
-    launch_train_with_config(config, trainer)
-    elapsed = time.monotonic() - start
-    if rank == 0:
-        where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-        stats = JSONWriter.load_existing_json(logdir) or []
-        errors = [s["val-error-top1"] for s in stats if "val-error-top1" in s]
-        details = [f"validation top-1 accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
-        what = f"ResNet-{args.depth} ({args.image_size} px) on {where}"
-        summarize(what, config, trainer, start_step, elapsed, details)
+    train_and_summarize(
+        config,
+        trainer,
+        f"ResNet-{args.depth} ({args.image_size} px)",
+        lambda stats: last_accuracy(stats, "val-error-top1", "validation top-1 accuracy"),
+    )
     return 0
 
 

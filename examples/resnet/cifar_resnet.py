@@ -26,12 +26,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 from sklearn.datasets import load_digits
 
-from towerpack.dataflow import BatchData, DataFromList, MapDataComponent, MultiProcessRunnerZMQ, ShardData
+from towerpack.dataflow import (
+    BatchData,
+    DataFromList,
+    MapDataComponent,
+    MultiProcessRunnerZMQ,
+    ShardData,
+    placement,
+)
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     AvgPooling,
@@ -42,24 +48,21 @@ from towerpack.trainer import (
     FullyConnected,
     GlobalAvgPooling,
     InferenceRunner,
-    JSONWriter,
     ModelDesc,
     ModelSaver,
     QueueInput,
     ScalarStats,
     ScheduledHyperParamSetter,
-    SimpleTrainer,
-    SyncMultiGPUTrainerReplicated,
     TrainConfig,
     add_moving_summary,
     argscope,
+    default_trainer,
     get_global_step_var,
-    launch_train_with_config,
     logger,
     regularize_cost,
 )
 from towerpack.trainer.compat import tf, tfv1
-from towerpack.trainer.run_summary import announce_resume, summarize
+from towerpack.trainer.run_summary import last_accuracy, train_and_summarize
 
 NUM_VALIDATION = 297
 
@@ -84,7 +87,7 @@ def random_shift(image, rng=np.random):
 
 def train_dataflow(points, batch_size: int):
     """This rank's shard, shifted and batched in a separate process."""
-    ds = ShardData(DataFromList(points, shuffle=True), drop_remainder=True)  # RANK / WORLD_SIZE
+    ds = ShardData(DataFromList(points, shuffle=True), drop_remainder=True)  # by placement()
     ds = MapDataComponent(ds, random_shift, 0)
     ds = BatchData(ds, batch_size, remainder=False)
     return MultiProcessRunnerZMQ(ds, num_proc=1)
@@ -176,17 +179,15 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.short:
         args.n, args.epochs = 1, min(args.epochs, 5)
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and args.towers > 1:
-        sys.exit("error: --towers is for one process; under launch every process trains one tower")
-    if world > 1:
-        from towerpack.trainer import HorovodTrainer
-
-        trainer, parallel, sync = HorovodTrainer(), world, "horovod"
-    elif args.towers > 1:
-        trainer, parallel, sync = SyncMultiGPUTrainerReplicated(args.towers), args.towers, "nccl"
-    else:
-        trainer, parallel, sync = SimpleTrainer(), 1, None
+    where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
+    rank, world = where.rank, where.world_size
+    try:
+        trainer = default_trainer(args.towers)
+    except ValueError as e:
+        sys.exit(f"error: --towers: {e}")
+    parallel = world if world > 1 else max(1, args.towers)
+    # BatchNorm statistics across the processes (Horovod or collective), or across the towers.
+    sync = "horovod" if world > 1 else "nccl" if args.towers > 1 else None
     if args.no_sync_bn:
         sync = None
     per_replica = max(1, args.batch // parallel)
@@ -214,18 +215,12 @@ def main(argv=None) -> int:
         max_epoch=args.epochs,
         logdir=logdir,
     )
-    start_step = announce_resume(config) if rank == 0 else 0
-    start = time.monotonic()
-    launch_train_with_config(config, trainer)
-    elapsed = time.monotonic() - start
-    if rank == 0:
-        where = f"{parallel} process(es)" if world > 1 else f"{parallel} tower(s)"
-        stats = JSONWriter.load_existing_json(logdir) or []
-        errors = [s["validation_error"] for s in stats if "validation_error" in s]
-        details = [f"synchronized BatchNorm: {sync or 'no'}"]
-        details += [f"validation accuracy: {1.0 - errors[-1]:.4f}"] if errors else []
-        what = f"ResNet-{6 * args.n + 2} on {where}"
-        summarize(what, config, trainer, start_step, elapsed, details)
+
+    def details(stats: list[dict]) -> list[str]:
+        lines = [f"synchronized BatchNorm: {sync or 'no'}"]
+        return lines + last_accuracy(stats, "validation_error", "validation accuracy")
+
+    train_and_summarize(config, trainer, f"ResNet-{6 * args.n + 2}", details)
     return 0
 
 

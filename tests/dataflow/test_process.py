@@ -131,3 +131,38 @@ def test_death_signal_is_armed_in_workers():
 def test_the_package_never_imports_tensorflow():
     code = "import sys, towerpack.dataflow, towerpack.dataflow.cli; print('tensorflow' in sys.modules)"
     assert run_python(code).stdout.strip() == "False"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_outlive_a_schedulers_signals_and_stop_when_their_parent_says(method):
+    """Slurm signals every process of a job step (scancel --signal, SIGTERM at a time limit): the
+    workers must keep feeding the training process, which decides when they stop."""
+    code = textwrap.dedent(
+        f"""
+        import os, signal, time
+        from towerpack.dataflow import DataFromList, MultiProcessRunnerZMQ, ShardData
+
+        ds = ShardData(DataFromList([[i] for i in range(4000)], shuffle=False))
+        df = MultiProcessRunnerZMQ(ds, num_proc=2, start_method={method!r})
+        df.reset_state()
+        got = []
+        for i, dp in enumerate(df):
+            got.append(int(dp[0]))
+            if i == 20:
+                time.sleep(0.5)  # the workers are running (blocked on a full queue)
+                for pid in df.worker_pids:
+                    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+                        os.kill(pid, sig)
+            if len(got) == 4000:
+                break
+        assert sorted(got) == list(range(4000)), len(got)
+        t0 = time.monotonic()
+        df.close()
+        took = time.monotonic() - t0
+        print("stopped", took < 2.5)
+        """
+    )
+    out = run_python(code, timeout=50)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "stopped True" in out.stdout, out.stdout

@@ -17,9 +17,9 @@ import zmq
 from support.dataflow_cases import malformed_cases
 from support.dataflow_server import ServerProcess, dataflow_cmd, dataflow_env
 from support.procs import free_port, wait_for
-from towerpack.dataflow import RemoteDataZMQ, remote
-from towerpack.dataflow.credit import credit_set
-from towerpack.dataflow.wire import ControlMessage, decode_message
+from towerpack.dataflow import RemoteDataZMQ, control, remote
+from towerpack.dataflow.control import Credit, Window
+from towerpack.dataflow.wire import decode_message
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -121,11 +121,11 @@ def granted_window(addr, asked):
     sock.setsockopt(zmq.LINGER, 0)
     try:
         sock.connect(addr)
-        sock.send_multipart(credit_set(asked))
+        sock.send_multipart(control.encode(Credit(window=asked)))
         while sock.poll(5000):
             msg = decode_message(sock.recv_multipart())
-            if isinstance(msg, ControlMessage) and msg.kind == "window":
-                return msg.fields["size"]
+            if isinstance(msg, Window):
+                return msg.size
         return None
     finally:
         sock.close()

@@ -6,8 +6,17 @@ import pytest
 import zmq
 
 from support.dataflow_cases import malformed_cases
-from towerpack.dataflow import RemoteDataZMQ, WireFormatError, decode, encode, recv_datapoint, send_datapoint
-from towerpack.dataflow.wire import ControlMessage, decode_message, encode_control
+from towerpack.dataflow import (
+    RemoteDataZMQ,
+    WireFormatError,
+    control,
+    decode,
+    encode,
+    recv_datapoint,
+    send_datapoint,
+)
+from towerpack.dataflow.control import Ping, WorkerFailed
+from towerpack.dataflow.wire import decode_message
 
 
 def roundtrip(dp, **kw):
@@ -122,10 +131,10 @@ def test_version_must_be_the_integer_one_not_true():
 
 
 def test_control_messages_are_distinct_from_datapoints():
-    msg = decode_message(encode_control("err", tb="boom"))
-    assert msg == ControlMessage("err", {"tb": "boom"})
+    msg = decode_message(control.encode(WorkerFailed(worker=2, pid=77, traceback="boom")))
+    assert msg == WorkerFailed(worker=2, pid=77, traceback="boom")
     with pytest.raises(WireFormatError, match="control"):
-        decode(encode_control("ping"))
+        decode(control.encode(Ping()))
 
 
 def test_sockets_send_and_receive_without_copies():

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from support.image_datasets import write_ilsvrc12
-from support.launcher_run import assert_job_gone, finish, launch, start_launch
-from support.procs import wait_for
+from support.launcher_run import assert_job_gone, launch, signal_when
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -28,16 +27,8 @@ def preempt_then_resume(cwd: Path, command: list[str], name: str, what: str, epo
     """Run ``launch --np 2 COMMAND`` twice around a SIGUSR1 and check both runs' summaries and logs."""
     launch_args = ["--np", "2", *command]
     logdir = cwd / "train_log" / name
-    first = start_launch(*launch_args, cwd=cwd, env=ENV)
-    try:
-        wait_for(
-            lambda: list(logdir.glob("model-*.index")) or first.poll() is not None, 120, what="a checkpoint"
-        )
-        first.send_signal(signal.SIGUSR1)
-        ((code, stdout, err),) = finish(first, timeout=60)
-    finally:
-        first.kill()
-        first.wait()
+    checkpoint = lambda: list(logdir.glob("model-*.index"))
+    code, stdout, err = signal_when(checkpoint, *launch_args, cwd=cwd, env=ENV)
     out = rank0_output(stdout)
     assert code == 128 + signal.SIGUSR1, stdout[-3000:] + err[-3000:]
     assert_job_gone(timeout=1.0)

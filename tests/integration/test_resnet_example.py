@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from support.foreign_launchers import clean_env
 from support.launcher_run import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "resnet" / "cifar_resnet.py")
 BENCH = str(ROOT / "benchmarks" / "models.py")
+HOROVODRUN = str(Path(sys.executable).parent / "horovodrun")
 SHORT_MODE_ACCURACY = 0.85  # ResNet-8, 5 epochs (about 0.97 is typical)
 
 
@@ -50,8 +52,28 @@ def test_resnet_two_towers_synchronized(tmp_path):
 @pytest.mark.multiprocess
 @pytest.mark.horovod
 @pytest.mark.timeout(240)
-def test_resnet_two_processes_synchronized(tmp_path, horovod_required):
-    proc = launch("--np", "2", EXAMPLE, "--short", cwd=tmp_path, timeout=230)
+@pytest.mark.parametrize("launcher", ["launch", "horovodrun"])
+def test_resnet_two_processes_synchronized(tmp_path, horovod_required, launcher):
+    """The same results and files under launch and under horovodrun (rank 0 writes the log directory)."""
+    if launcher == "launch":
+        proc = launch("--np", "2", EXAMPLE, "--short", cwd=tmp_path, timeout=230)
+    else:
+        horovodrun = [
+            str(Path(sys.executable).parent / "horovodrun"),
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            "--gloo",
+        ]
+        proc = subprocess.run(
+            [*horovodrun, sys.executable, EXAMPLE, "--short"],
+            cwd=tmp_path,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=230,
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "on 2 process(es)" in proc.stdout
     check(proc.stdout, tmp_path / "train_log" / "resnet", "horovod")

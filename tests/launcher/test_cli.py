@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from support.launcher_run import launch, rank_script
+from towerpack.dataflow.hostlist import HostListError, expand_nodelist
 from towerpack.launcher import gpus
 from towerpack.launcher.cli import parse
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.hosts import parse_hostfile, parse_hosts
-from towerpack.launcher.slurm import expand_nodelist
 from towerpack.launcher.spec import Mode, Role
 
 REPORT = rank_script("report.py")
@@ -118,7 +118,7 @@ def test_slurm_node_lists():
     ]  # fmt: skip
     assert expand_nodelist("a[1,3]b[0-1]c") == ["a1b0c", "a1b1c", "a3b0c", "a3b1c"]
     for bad in ("n[1-", "n[a-b]", "n[3-1]", "a,,b", "n[1]]"):
-        with pytest.raises(UsageError, match="Slurm node list"):
+        with pytest.raises(HostListError, match="Slurm node list"):
             expand_nodelist(bad)
 
 

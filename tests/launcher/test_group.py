@@ -11,7 +11,7 @@ from support.launcher_run import rank_script, wait_ready
 from support.procs import run_python, wait_for
 from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.output import OutputOptions
-from towerpack.launcher.tasks import StopRequest, Task, TaskKind
+from towerpack.launcher.tasks import StopRequest, Task, TaskId
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
 
@@ -21,11 +21,11 @@ def test_stop_signals_only_the_groups_of_ranks_not_yet_reaped(tmp_path, monkeypa
     exits = []
     argv = [sys.executable, rank_script("behave.py"), str(tmp_path), "ok@0", "sleep@1"]
     group = LocalGroup("here", argv, "group-test", OutputOptions(ranks=frozenset()), exits.append)
-    group.start([Task(r, TaskKind.WORKER, {"RANK": r, "WORLD_SIZE": "2"}) for r in ("0", "1")], attempt=0)
+    group.start([Task(TaskId.worker(r), {"RANK": str(r), "WORLD_SIZE": "2"}) for r in (0, 1)], attempt=0)
     try:
         pids = wait_ready(tmp_path, 2, timeout=30)
         wait_for(lambda: exits, 30, what="rank 0 to end")
-        assert (exits[0].task, exits[0].code) == ("0", 0)
+        assert (exits[0].task, exits[0].code) == (TaskId.worker(0), 0)
         signalled, killpg = [], os.killpg
         monkeypatch.setattr(os, "killpg", lambda pgid, sig: (signalled.append(pgid), killpg(pgid, sig)))
     finally:

@@ -9,8 +9,15 @@ import time
 
 import pytest
 
-from support.launcher_run import assert_job_gone, finish, launch, rank_script, start_launch, wait_ready
-from support.procs import wait_for
+from support.launcher_run import (
+    assert_job_gone,
+    finish,
+    launch,
+    rank_script,
+    signal_when,
+    start_launch,
+    wait_ready,
+)
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
 BEHAVE = rank_script("behave.py")
@@ -70,14 +77,7 @@ def _preempt_and_resume(tmp_path, args: list[str], backend: str) -> None:
     logdir.mkdir()
     command = [*args, rank_script("preempt_train.py"), str(logdir), backend]
     env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-    launcher = start_launch(*command, env=env)
-    try:
-        wait_for(lambda: (logdir / "ready").exists() or launcher.poll() is not None, 120, what="training")
-        launcher.send_signal(signal.SIGUSR1)
-        ((code, _, err),) = finish(launcher, timeout=60)
-    finally:
-        launcher.kill()
-        launcher.wait()
+    code, _, err = signal_when((logdir / "ready").exists, *command, env=env)
     assert code == 128 + signal.SIGUSR1, err[-3000:]
     assert_job_gone(timeout=1.0)
     # Both workers stopped after the same step, and the chief saved it.

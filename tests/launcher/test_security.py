@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import socket
 import stat
 
@@ -12,8 +13,12 @@ import pytest
 
 from support.launcher_run import assert_job_gone, finish, launch, rank_script, start_launch
 from support.procs import free_port, wait_for
+from towerpack.launcher import protocol
+from towerpack.launcher.errors import AuthenticationError, Refusal, Refused
 from towerpack.launcher.gloo_store import GlooStore
-from towerpack.launcher.protocol import Connection, Hurry, ProtocolError, Side
+from towerpack.launcher.nodes import ControlServer
+from towerpack.launcher.plan import NodeInfo
+from towerpack.launcher.protocol import Connection, Hurry, Join, Reject, Side, Welcome
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
 PROBE, REPORT, BEHAVE = rank_script("probe_env.py"), rank_script("report.py"), rank_script("behave.py")
@@ -114,6 +119,29 @@ def test_without_a_given_secret_nodes_share_a_private_file_in_the_home_directory
     assert proc.returncode == 2 and "can be read by other users" in proc.stderr
 
 
+def test_an_agent_learns_why_it_was_refused_as_a_kind_not_from_words():
+    secret = b"the-right-secret-123"
+    server = ControlServer("127.0.0.1", 0, secret, 2, {1}, 0, Welcome(1.0, 10.0, 1.0), queue.SimpleQueue())
+    info = NodeInfo(1, "127.0.0.1", "h1", 1, None, (free_port(), free_port()), None)
+    try:
+        for given, join, refusal, reason in (
+            (b"x" * 20, Join(info, 2, 0), Refusal.WRONG_SECRET, "wrong job secret"),
+            (secret, Join(info, 3, 0), Refusal.MISMATCH, "node 0 runs --nnodes 2 --ps 0"),
+        ):
+            conn = Connection(socket.create_connection(("127.0.0.1", server.port), timeout=10), Side.AGENT)
+            with pytest.raises(Refused) as refused:
+                protocol.agent_handshake(conn, given, join)
+            conn.close()
+            assert refused.value.refusal is refusal and str(refused.value).startswith(reason)
+        # A stranger's junk is answered, unauthenticated, with the kind that says so.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"\x00\x00\x00\x05" + bytes(32) + b"hello")
+            answer = b"".join(iter(lambda: sock.recv(1 << 16), b""))
+        assert protocol.decode(answer[36:]) == Reject(Refusal.BROKEN, "a frame is not JSON")
+    finally:
+        server.close()
+
+
 def test_frames_are_authenticated_one_by_one():
     key = os.urandom(32)
     sender_sock, capture = socket.socketpair()
@@ -131,7 +159,7 @@ def test_frames_are_authenticated_one_by_one():
         frame[:4] + bytes(32) + frame[36:],  # unauthenticated
     ):
         inject.sendall(bad)
-        with pytest.raises(ProtocolError, match="authentication"):
+        with pytest.raises(AuthenticationError):
             receiver.recv(5)
     for s in (sender, receiver, capture, inject):
         s.close()

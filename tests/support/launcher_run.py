@@ -60,6 +60,22 @@ def finish(*procs: subprocess.Popen, timeout: float = 90) -> list[tuple[int, str
     return results
 
 
+def signal_when(
+    ready, *args: str, sig: int = signal.SIGUSR1, cwd=None, env: dict | None = None, wait: float = 120
+) -> tuple[int, str, str]:
+    """Start ``launch ARGS``, send it ``sig`` once ``ready()`` is true (or it ended), and finish it:
+    ``(returncode, stdout, stderr)``; it is killed if it outlives a minute after the signal."""
+    launcher = start_launch(*args, cwd=cwd, env=env)
+    try:
+        wait_for(lambda: ready() or launcher.poll() is not None, wait, what="the job to get ready")
+        launcher.send_signal(sig)
+        ((code, out, err),) = finish(launcher, timeout=60)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    return code, out, err
+
+
 def process_tree(pid: int) -> list[psutil.Process]:
     """``pid`` and all its descendants (a node launcher: its watchdog, its ranks and their children)."""
     root = psutil.Process(pid)

@@ -65,7 +65,7 @@ def main():
 
         trainer = DistributedTrainerReplicated(1, worker_timeout=60)  # a parameter server exits here
         rank = trainer.task.index
-    # Every rank reads its equal share of each epoch (RANK / WORLD_SIZE from the launcher).
+    # Every rank reads its equal share of each epoch (the rank from placement()).
     df = LMDBSerializer.load(a.dataset, shuffle=True, block_size=8, shuffle_buffer=16)
     if a.workers:
         df = MultiProcessRunnerZMQ(df, a.workers, hwm=8)

@@ -64,5 +64,5 @@ def test_shells_after_each_epoch_while_the_file_exists(request, tmp_path):
 
 
 def test_shell_choice_is_checked():
-    with pytest.raises(ValueError, match="'ipython' or 'pdb'"):
+    with pytest.raises(ValueError, match="unknown shell 'bash'; choose one of 'ipython', 'pdb'"):
         InjectShell(shell="bash")

@@ -37,7 +37,8 @@ def worker1(monkeypatch):
     """Environment of worker 1 of a TF-server job; ``gpus(n)`` makes n GPUs look visible."""
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": SPEC, "task": {"type": "worker", "index": 1}}))
     monkeypatch.setenv("GRPC_FAIL_FAST", "true")  # the trainer sets it in its process
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK"):
+        monkeypatch.delenv(var, raising=False)
     real = tf.config.list_physical_devices
 
     def gpus(n):
@@ -49,10 +50,19 @@ def worker1(monkeypatch):
     return gpus
 
 
-@pytest.mark.parametrize(("num_gpus", "local_rank", "pinned"), [(4, "3", "3"), (2, "1", "1"), (1, "1", "0")])
+def launched(monkeypatch, local_rank: str) -> None:
+    """What ``launch`` sets beside TF_CONFIG for worker 1 of two on one node."""
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": local_rank, "LOCAL_WORLD_SIZE": "2"}
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "local_rank", "pinned"), [(4, "1", "1"), (4, "0", "0"), (2, "1", "1"), (1, "1", "0")]
+)
 def test_tf_server_worker_pins_the_gpu_of_its_local_rank(worker1, monkeypatch, num_gpus, local_rank, pinned):
     worker1(num_gpus)
-    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    launched(monkeypatch, local_rank)
     trainer = DistributedTrainerReplicated(1)
     assert trainer.device == "/job:worker/task:1/device:GPU:0"  # the pinned GPU is the process's GPU:0
     user = tfv1.ConfigProto(allow_soft_placement=True)
@@ -64,11 +74,9 @@ def test_tf_server_worker_pins_the_gpu_of_its_local_rank(worker1, monkeypatch, n
     assert user == tfv1.ConfigProto(allow_soft_placement=True)
 
 
-@pytest.mark.parametrize(("num_gpus", "local_rank"), [(0, "1"), (4, None)])
-def test_tf_server_worker_pins_nothing_without_gpus_or_local_rank(worker1, monkeypatch, num_gpus, local_rank):
-    worker1(num_gpus)
-    if local_rank is not None:
-        monkeypatch.setenv("LOCAL_RANK", local_rank)
+def test_tf_server_worker_pins_nothing_without_gpus(worker1, monkeypatch):
+    worker1(0)
+    launched(monkeypatch, "1")
     trainer = DistributedTrainerReplicated(1)
     assert trainer.gpu_index is None
     session, server = worker_configs(trainer.task, None, trainer.gpu_index)
@@ -76,11 +84,18 @@ def test_tf_server_worker_pins_nothing_without_gpus_or_local_rank(worker1, monke
     assert session.gpu_options.allow_growth and server.gpu_options.allow_growth
 
 
+def test_tf_server_worker_with_tf_config_alone_is_local_rank_0(worker1):
+    """TF_CONFIG without the launcher's rank variables: one worker on its node, GPU 0 pinned."""
+    worker1(4)
+    trainer = DistributedTrainerReplicated(1)
+    assert trainer.gpu_index == 0 and not trainer.is_chief
+
+
 def test_bad_worker_timeout_and_local_rank_are_named(worker1, monkeypatch):
     worker1(0)
     with pytest.raises(ValueError, match="worker_timeout must be positive"):
         DistributedTrainerReplicated(1, worker_timeout=0)
-    monkeypatch.setenv("LOCAL_RANK", "first")
+    launched(monkeypatch, "first")
     worker1(2)
-    with pytest.raises(ValueError, match="LOCAL_RANK must be an integer"):
+    with pytest.raises(ValueError, match="LOCAL_RANK='first' is not an integer"):
         DistributedTrainerReplicated(1)

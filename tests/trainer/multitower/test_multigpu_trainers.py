@@ -28,6 +28,7 @@ from towerpack.trainer import (
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf, tfv1
+from towerpack.trainer.graph_builder import AllReduceMode, PSDevice
 
 RTOL = 1e-5
 BATCH = 4
@@ -389,10 +390,10 @@ def test_older_form_positionals_keep_their_reference_meaning():
     assert SyncMultiGPUTrainerReplicated(_config(), average=False).average is False
     # The newer form: (gpus, average, mode).
     trainer = SyncMultiGPUTrainerReplicated(2, False, "collective")
-    assert (trainer.average, trainer.mode, trainer.gpu_prefetch) == (False, "collective", True)
+    assert (trainer.average, trainer.mode, trainer.gpu_prefetch) == (False, AllReduceMode.COLLECTIVE, True)
     # The other trainers' older positionals already mean the same in both forms.
     ps = SyncMultiGPUTrainerParameterServer(_config(), "cpu", False)
-    assert (ps.ps_device, ps.gpu_prefetch) == ("cpu", False)
+    assert (ps.ps_device, ps.gpu_prefetch) == (PSDevice.CPU, False)
     assert AsyncMultiGPUTrainer(_config(), False).scale_gradient is False
 
 
@@ -454,8 +455,6 @@ def test_a_custom_trainer_from_the_builders_matches_simple_trainer():
     from towerpack.trainer.graph_builder import SyncMultiGPUReplicatedBuilder
 
     class MyReplicatedTrainer(SingleCostTrainer):
-        _default_input = "queue"
-
         def __init__(self, devices):
             super().__init__()
             self.devices = devices

@@ -14,6 +14,7 @@ from .base import (
     LengthUnknownError,
     ProxyDataFlow,
     RNGDataFlow,
+    dataflow_len,
 )
 from .batch import BatchData, BatchDataByShape
 from .common import (
@@ -49,6 +50,7 @@ from .parallel_map import (
     MultiThreadMapData,
     ThreadedMapData,
 )
+from .placement import Launcher, Placement, PlacementError, Role, placement
 from .printing import PrintData
 from .reader import DatasetReader
 from .remote import RemoteDataZMQ
@@ -113,6 +115,7 @@ __all__ = [
     "LMDBData",
     "LMDBDataDecoder",
     "LMDBSerializer",
+    "Launcher",
     "LengthUnknownError",
     "LocallyShuffleData",
     "MapData",
@@ -128,6 +131,8 @@ __all__ = [
     "MultiThreadPrefetchData",
     "MultiThreadRunner",
     "NumpySerializer",
+    "Placement",
+    "PlacementError",
     "PrefetchData",
     "PrefetchDataZMQ",
     "PrintData",
@@ -139,6 +144,7 @@ __all__ = [
     "RemoteDataZMQ",
     "RepeatedData",
     "RepeatedDataPoint",
+    "Role",
     "SelectComponent",
     "ShardData",
     "SpeedReport",
@@ -150,6 +156,7 @@ __all__ = [
     "WireLimits",
     "WorkerInfo",
     "benchmark",
+    "dataflow_len",
     "dataset",
     "decode",
     "encode",
@@ -157,6 +164,7 @@ __all__ = [
     "get_worker_info",
     "imgaug",
     "pack",
+    "placement",
     "recv_datapoint",
     "repeat_forever",
     "send_dataflow_zmq",

@@ -17,6 +17,7 @@ __all__ = [
     "LengthUnknownError",
     "ProxyDataFlow",
     "RNGDataFlow",
+    "dataflow_len",
 ]
 
 
@@ -26,6 +27,18 @@ class LengthUnknownError(NotImplementedError, TypeError):
     A ``NotImplementedError`` as in the reference API; also a ``TypeError`` so that ``list(df)``
     and other callers of ``len()`` as a size hint treat it as "no length" instead of failing.
     """
+
+
+def dataflow_len(df: object) -> int | None:
+    """The length of ``df``, or None when it has none.
+
+    ``len()`` of a dataflow without a size raises ``NotImplementedError`` (the reference API) or
+    ``TypeError`` (an iterable without ``__len__``); any other error is a real failure and propagates.
+    """
+    try:
+        return len(df)  # type: ignore[arg-type]
+    except (NotImplementedError, TypeError):
+        return None
 
 
 class DataFlowTerminated(RuntimeError):

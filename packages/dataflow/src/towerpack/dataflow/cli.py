@@ -13,6 +13,7 @@ from typing import Any
 import fire
 
 from .base import DataFlow
+from .cli_error import CLIError
 from .credit import HEARTBEAT_S
 from .parallel import MultiProcessRunnerZMQ
 from .printing import describe_datapoint
@@ -23,10 +24,6 @@ from .sharding import set_rank_info
 from .speed import benchmark
 
 logger = logging.getLogger("towerpack.dataflow.serve")
-
-
-class CLIError(Exception):
-    """A usage problem reported as one line, without a traceback."""
 
 
 def load_factory(spec: str) -> DataFlow:
@@ -94,7 +91,7 @@ def serve(
         epochs: send consumers an end-of-epoch mark after each epoch of the dataflow, once all of
             it has been acknowledged.
         shard: I/N: serve shard I of N of every epoch (for N servers of one dataset), as if
-            RANK=I and WORLD_SIZE=N.
+            its placement were rank I of N.
         max_consumers: connections admitted at once; more are refused.
         stats: print datapoints/s, consumers and unacknowledged datapoints every this many seconds.
     """

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow
+from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow, dataflow_len
+from .control import EpochEnd
 
 __all__ = [
     "CacheData",
@@ -24,13 +24,6 @@ __all__ = [
     "RepeatedDataPoint",
     "repeat_forever",
 ]
-
-
-@dataclass(frozen=True)
-class EpochEnd:
-    """Yielded by ``repeat_forever(ds, mark_epochs=True)`` after pass number ``epoch`` (from 1)."""
-
-    epoch: int
 
 
 def repeat_forever(ds: DataFlow, mark_epochs: bool = False, allow_empty: bool = False) -> Iterator[Any]:
@@ -222,11 +215,8 @@ class JoinData(DataFlow):
         self.df_lists = list(df_lists)
         if not self.df_lists:
             raise ValueError("JoinData needs at least one dataflow")
-        try:
-            lengths = [len(d) for d in self.df_lists]
-        except NotImplementedError:
-            return
-        if len(set(lengths)) > 1:
+        lengths = [dataflow_len(d) for d in self.df_lists]
+        if None not in lengths and len(set(lengths)) > 1:
             raise ValueError(f"JoinData: the dataflows have different lengths {lengths}")
 
     def reset_state(self) -> None:

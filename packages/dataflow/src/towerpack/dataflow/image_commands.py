@@ -6,7 +6,7 @@ import enum
 import os
 import time
 
-from .cli import CLIError
+from .cli_error import CLIError
 from .dataset.files import DatasetFormatError
 from .fbresnet import fbresnet_augmentor
 from .image_lmdb import image_lmdb_dataflow, pack_imagenet

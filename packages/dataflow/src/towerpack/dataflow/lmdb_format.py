@@ -23,7 +23,7 @@ from typing import Any
 import lmdb
 import numpy as np
 
-from .base import DataFlow
+from .base import DataFlow, dataflow_len
 from .file_errors import DatasetFormatError
 from .mapping import MapData
 from .progress import progress_bar
@@ -464,7 +464,9 @@ def write_lmdb(
     pending: list[tuple[bytes, bytes]] = []
     pending_bytes = count = 0
     try:
-        with progress_bar(total=_total(df), unit="dp", disable=not progress, desc=f"writing {path}") as bar:
+        with progress_bar(
+            total=dataflow_len(df), unit="dp", disable=not progress, desc=f"writing {path}"
+        ) as bar:
             for dp in df:
                 record = pack(dp, allow_pickle)
                 pending.append((key_of(count), record))
@@ -485,13 +487,6 @@ def write_lmdb(
 
 #: Uncommitted bytes after which the writer commits anyway.
 COMMIT_BYTES = 256 << 20
-
-
-def _total(df: DataFlow) -> int | None:
-    try:
-        return len(df)
-    except NotImplementedError:
-        return None
 
 
 def _commit(env: lmdb.Environment, items: list[tuple[bytes, bytes]]) -> None:

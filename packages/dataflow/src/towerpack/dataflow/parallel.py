@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
-from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow
-from .common import EpochEnd, repeat_forever
-from .process import ParentWatch, check_start_method
+from . import control
+from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow, dataflow_len
+from .common import repeat_forever
+from .control import EpochEnd, WorkerStarted
+from .process import ParentWatch
 from .sharding import WorkerInfo, set_worker_info
-from .wire import DEFAULT_LIMITS, ControlMessage, WireLimits, encode, encode_control
-from .workers import Inbox, WorkerGroup, WorkerGroupOwner, report_worker_error, worker_send
+from .wire import DEFAULT_LIMITS, WireLimits, encode
+from .workers import WorkerGroupOwner, report_worker_error, worker_send
 
 __all__ = [
     "MultiProcessPrefetchData",
@@ -38,29 +38,12 @@ __all__ = [
 ]
 
 
-def _length(ds: DataFlow) -> int | None:
-    try:
-        return len(ds)
-    except NotImplementedError:
-        return None
-
-
-@dataclass(frozen=True)
-class _Hello:
-    """A worker's first message: the length of its part of the input (None: unknown).
-
-    A type of its own, so that no datapoint (``("hello", 3)`` for one) can be taken for it.
-    """
-
-    length: int | None
-
-
 def _worker_stream(ds: DataFlow, index: int, count: int, thread_only: bool = False) -> Iterator[Any]:
-    """What a worker sends: a :class:`_Hello`, then datapoints with an EpochEnd after each pass."""
+    """What a worker sends: :class:`WorkerStarted`, then datapoints with an EpochEnd after each pass."""
     set_worker_info(WorkerInfo(index, count), thread_only)
     ds.reset_state()
-    length = _length(ds)
-    yield _Hello(length)
+    length = dataflow_len(ds)
+    yield WorkerStarted(length)
     # A worker whose share of a small dataset is empty still marks its (empty) epochs.
     yield from repeat_forever(ds, mark_epochs=True, allow_empty=length == 0)
 
@@ -103,24 +86,13 @@ def _runner_worker(
     sock.connect(addrs[index])
     try:
         for item in _worker_stream(ds, index, len(addrs)):
-            if isinstance(item, EpochEnd):
-                frames = encode_control("eoe", epoch=item.epoch)
-            elif isinstance(item, _Hello):
-                frames = encode_control("hello", len=item.length)
-            else:
-                frames = encode(item, allow_pickle)
+            frames = control.encode(item) if isinstance(item, control.Message) else encode(item, allow_pickle)
             worker_send(sock, frames, watch)
     except Exception:
         report_worker_error(sock, index)
     finally:
         sock.close()
         ctx.term()
-
-
-def _shutdown(group: WorkerGroup, inbox: Inbox, ctx: zmq.Context) -> None:
-    group.stop()
-    inbox.close()
-    ctx.term()
 
 
 class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
@@ -165,29 +137,16 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
             raise ValueError(f"{type(self).__name__}: num_proc must be >= 1, got {num_proc}")
         self.num_proc = num_proc
         self.hwm = max(1, int(hwm))
-        check_start_method(start_method)
-        self.start_method = start_method
-        self.allow_pickle = allow_pickle
-        self.limits = limits
-        self._guard = DataFlowReentrantGuard()
-        self._group: WorkerGroup | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._configure_workers(start_method, allow_pickle, limits)
         self._exact: bool | None = None
         self._epochs = _Epochs(num_proc)
         #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
         self._epoch_open = False
 
     def reset_state(self) -> None:
-        if self._group is not None:
-            raise RuntimeError(f"{type(self).__name__}.reset_state() was already called; create a new runner")
-        self._ctx = zmq.Context()
-        inbox = Inbox(self._ctx, self.num_proc, self.hwm, "runner", self.allow_pickle, self.limits)
+        inbox = self._open_inbox(self.num_proc, self.hwm, "runner")
         args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle)
-        group = WorkerGroup(_runner_worker, [args] * self.num_proc, type(self).__name__, self.start_method)
-        inbox.group = group
-        self._group, self._inbox = group, inbox
-        self._finalizer = weakref.finalize(self, _shutdown, group, inbox, self._ctx)
-        group.start()
+        self._start_workers(_runner_worker, [args] * self.num_proc)
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -203,10 +162,10 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         lengths = []
         for i in range(self.num_proc):
             _, msg = self._inbox.recv([i])
-            if not (isinstance(msg, ControlMessage) and msg.kind == "hello"):
+            if not isinstance(msg, WorkerStarted):
                 raise DataFlowTerminated(f"{type(self).__name__}: worker {i} did not start as expected")
-            lengths.append(msg.fields.get("len"))
-        self._exact = exact_epochs(_length(self.ds), lengths)
+            lengths.append(msg.length)
+        self._exact = exact_epochs(dataflow_len(self.ds), lengths)
 
     def _exact_epoch(self) -> Iterator[Any]:
         """The datapoints until every worker has ended its pass (see the module docstring)."""
@@ -214,17 +173,15 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         epochs, recv = self._epochs, self._inbox.recv
         while True:
             i, msg = recv(epochs.active)
-            if type(msg) is ControlMessage:
-                if msg.kind == "eoe" and epochs.end(i):
+            if isinstance(msg, control.Message):
+                if isinstance(msg, EpochEnd) and epochs.end(i):
                     self._epoch_open = False
                     return
                 continue
             yield msg
 
     def __iter__(self) -> Iterator[Any]:
-        if self._group is None:
-            raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
-        with self._guard:
+        with self._iterating():
             if self._exact is None:
                 self._handshake()
             recv = self._inbox.recv
@@ -234,11 +191,11 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
                         pass
                 yield from self._exact_epoch()
                 return
-            size = _length(self.ds)
+            size = dataflow_len(self.ds)
             produced = 0
             while size is None or produced < size:
                 _, msg = recv()
-                if type(msg) is ControlMessage:
+                if isinstance(msg, control.Message):
                     continue
                 produced += 1
                 yield msg
@@ -337,12 +294,12 @@ class MultiThreadRunner(DataFlow):
                 seen = 0
                 while seen < self.num_thread:
                     index, item = self._get()
-                    if isinstance(item, _Hello):
+                    if isinstance(item, WorkerStarted):
                         lengths[index] = item.length
                         seen += 1
                     else:
                         self._held[index].append(item)
-                self._exact = exact_epochs(_length(self.dfs[0]), lengths)
+                self._exact = exact_epochs(dataflow_len(self.dfs[0]), lengths)
             if self._exact:
                 if self._epoch_open:
                     for _ in self._iter_exact():  # what the last, abandoned iteration left of its epoch
@@ -361,7 +318,7 @@ class MultiThreadRunner(DataFlow):
     def _iter_exact(self) -> Iterator[Any]:
         self._epoch_open = True
         for index, item in self._items():
-            if isinstance(item, _Hello):
+            if isinstance(item, WorkerStarted):
                 continue
             if isinstance(item, EpochEnd):
                 if self._epochs.end(index):
@@ -372,7 +329,7 @@ class MultiThreadRunner(DataFlow):
             yield item
 
     def _iter_free(self) -> Iterator[Any]:
-        size = _length(self.dfs[0])
+        size = dataflow_len(self.dfs[0])
         produced = 0
         items = self._items()
         while size is None or produced < size:
@@ -380,7 +337,7 @@ class MultiThreadRunner(DataFlow):
             if isinstance(item, EpochEnd):
                 self._permits[index].release()
                 continue
-            if isinstance(item, _Hello):
+            if isinstance(item, WorkerStarted):
                 continue
             produced += 1
             yield item

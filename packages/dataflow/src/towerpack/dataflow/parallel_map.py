@@ -12,28 +12,14 @@ from typing import Any
 
 import zmq
 
-from .base import DataFlow, DataFlowReentrantGuard, LengthUnknownError, ProxyDataFlow
+from . import control
+from .base import DataFlow, DataFlowReentrantGuard, LengthUnknownError, ProxyDataFlow, dataflow_len
 from .batch import aggregate_batch
 from .common import repeat_forever
-from .process import ParentWatch, check_start_method
-from .wire import (
-    DEFAULT_LIMITS,
-    ControlMessage,
-    WireLimits,
-    decode,
-    encode,
-    encode_control,
-    set_receive_limit,
-)
-from .workers import (
-    Inbox,
-    WorkerGroup,
-    WorkerGroupOwner,
-    ipc_address,
-    report_worker_error,
-    worker_recv,
-    worker_send,
-)
+from .control import NoResult
+from .process import ParentWatch
+from .wire import DEFAULT_LIMITS, WireLimits, decode, encode, set_receive_limit
+from .workers import WorkerGroupOwner, ipc_address, report_worker_error, worker_recv, worker_send
 
 __all__ = [
     "MultiProcessMapAndBatchData",
@@ -53,11 +39,7 @@ def _none_result(strict: bool) -> None:
         )
 
 
-def _epoch_length(ds: DataFlow) -> int | None:
-    try:
-        return len(ds)
-    except NotImplementedError:
-        return None
+_NO_RESULT = control.encode(NoResult())
 
 
 def _map_worker(
@@ -84,21 +66,13 @@ def _map_worker(
         while True:
             dp = decode(worker_recv(tasks, watch), allow_pickle, limits)
             out = map_func(dp)
-            worker_send(results, encode_control("none") if out is None else encode(out, allow_pickle), watch)
+            worker_send(results, _NO_RESULT if out is None else encode(out, allow_pickle), watch)
     except Exception:
         report_worker_error(results, index)
     finally:
         tasks.close()
         results.close()
         ctx.term()
-
-
-def _shutdown(group: WorkerGroup, socks: list, inbox: Inbox, ctx: zmq.Context) -> None:
-    group.stop()
-    for s in socks:
-        s.close(linger=0)
-    inbox.close()
-    ctx.term()
 
 
 class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
@@ -132,43 +106,27 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         if num_proc < 1 or buffer_size < 1:
             raise ValueError("MultiProcessMapDataZMQ: num_proc and buffer_size must be >= 1")
         if strict:
-            size = _epoch_length(ds)
+            size = dataflow_len(ds)
             if size is not None and buffer_size > size:
                 buffer_size = max(size, 1)
         self.num_proc = num_proc
         self.map_func = map_func
         self.buffer_size = buffer_size
         self.strict = strict
-        check_start_method(start_method)
-        self.start_method = start_method
-        self.allow_pickle = allow_pickle
-        self.limits = limits
-        self._guard = DataFlowReentrantGuard()
-        self._group: WorkerGroup | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._configure_workers(start_method, allow_pickle, limits)
         self._inflight = 0
         self._source: Iterator[Any] | None = None
 
     def reset_state(self) -> None:
-        if self._group is not None:
-            raise RuntimeError("MultiProcessMapDataZMQ.reset_state() was already called")
         hwm = self.buffer_size + 10
+        inbox = self._open_inbox(1, hwm, "map-result")
         self.ds.reset_state()
-        self._ctx = zmq.Context()
-        self._inbox = Inbox(self._ctx, 1, hwm, "map-result", self.allow_pickle, self.limits)
         task_addr = ipc_address("map-task")
-        args = (self.map_func, task_addr, self._inbox.addrs[0], hwm, self.allow_pickle, self.limits)
-        group = WorkerGroup(_map_worker, [args] * self.num_proc, "MultiProcessMapDataZMQ", self.start_method)
-        self._inbox.group = group
-        self._tasks = self._ctx.socket(zmq.PUSH)
-        self._tasks.setsockopt(zmq.LINGER, 0)
+        self._tasks = self._socket(zmq.PUSH)
         self._tasks.setsockopt(zmq.SNDHWM, hwm)
         self._tasks.bind(task_addr)
-        self._group = group
-        self._finalizer = weakref.finalize(
-            self, _shutdown, self._group, [self._tasks], self._inbox, self._ctx
-        )
-        self._group.start()
+        args = (self.map_func, task_addr, inbox.addrs[0], hwm, self.allow_pickle, self.limits)
+        self._start_workers(_map_worker, [args] * self.num_proc)
 
     def _send(self, dp: Any) -> None:
         frames = encode(dp, self.allow_pickle)
@@ -185,9 +143,7 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         return msg
 
     def __iter__(self) -> Iterator[Any]:
-        if self._group is None:
-            raise RuntimeError("MultiProcessMapDataZMQ: call reset_state() before iterating")
-        with self._guard:
+        with self._iterating():
             yield from (self._iter_strict() if self.strict else self._iter_loose())
 
     def _iter_strict(self) -> Iterator[Any]:
@@ -206,20 +162,20 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
             if not self._inflight:
                 return
             out = self._recv()
-            if isinstance(out, ControlMessage):
+            if isinstance(out, NoResult):
                 _none_result(True)
             yield out
 
     def _iter_loose(self) -> Iterator[Any]:
         if self._source is None:
             self._source = repeat_forever(self.ds)
-        size = _epoch_length(self.ds)
+        size = dataflow_len(self.ds)
         produced = 0
         while size is None or produced < size:
             while self._inflight < self.buffer_size:
                 self._send(next(self._source))
             out = self._recv()
-            if isinstance(out, ControlMessage):
+            if isinstance(out, NoResult):
                 continue
             produced += 1
             yield out
@@ -327,38 +283,22 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
             batch_size,
             buffer_size,
         )
-        check_start_method(start_method)
-        self.start_method = start_method
-        self.allow_pickle = allow_pickle
-        self.limits = limits
-        self._guard = DataFlowReentrantGuard()
-        self._group: WorkerGroup | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._configure_workers(start_method, allow_pickle, limits)
 
     def __len__(self) -> int:
         raise LengthUnknownError("MultiProcessMapAndBatchDataZMQ is endless and has no length")
 
     def reset_state(self) -> None:
-        if self._group is not None:
-            raise RuntimeError("MultiProcessMapAndBatchDataZMQ.reset_state() was already called")
-        self._ctx = zmq.Context()
-        self._inbox = Inbox(self._ctx, 1, 4, "mapbatch-result", self.allow_pickle, self.limits)
-        common = (self.ds, self.map_func, self.batch_size, ipc_address("mapbatch-task"), self._inbox.addrs[0])
+        inbox = self._open_inbox(1, 4, "mapbatch-result")
+        common = (self.ds, self.map_func, self.batch_size, ipc_address("mapbatch-task"), inbox.addrs[0])
         args = (*common, self.buffer_size, self.allow_pickle, self.limits)
-        self._group = WorkerGroup(
-            _map_batch_process, [args] * (self.num_proc + 1), type(self).__name__, self.start_method
-        )
-        self._inbox.group = self._group
-        self._finalizer = weakref.finalize(self, _shutdown, self._group, [], self._inbox, self._ctx)
-        self._group.start()
+        self._start_workers(_map_batch_process, [args] * (self.num_proc + 1))
 
     def __iter__(self) -> Iterator[Any]:
-        if self._group is None:
-            raise RuntimeError("MultiProcessMapAndBatchDataZMQ: call reset_state() before iterating")
-        with self._guard:
+        with self._iterating():
             while True:
                 _, msg = self._inbox.recv()
-                if type(msg) is not ControlMessage:
+                if not isinstance(msg, control.Message):
                     yield msg
 
 

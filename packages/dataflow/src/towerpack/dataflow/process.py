@@ -1,4 +1,4 @@
-"""Process hygiene for dataflow workers: start method, death signal, parent liveness, SIGINT masking.
+"""Process hygiene for dataflow workers: start method, death signal, parent liveness, signals.
 
 Start method: workers are forked, also from a training process that has imported TensorFlow.
 Forking needs no pickling (dataflows routinely hold lambdas, generators and open files) and
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import logging
 import multiprocessing as mp
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "START_METHODS",
     "ParentWatch",
+    "StopRequest",
     "check_start_method",
     "enable_death_signal",
     "frozen_gc",
@@ -108,15 +110,52 @@ def single_threaded_opencv() -> Iterator[None]:
             os.environ[_OPENCV_THREADS_VAR] = env
 
 
-def worker_prologue(parent_pid: int) -> ParentWatch:
-    """First thing every worker runs: die with the parent, ignore Ctrl-C (the parent handles it)."""
+#: Signals a scheduler sends to every process of a job (Slurm's ``scancel --signal``, ``--signal=USR1@T``):
+#: they are meant for the training process, which stops its workers itself.
+_JOB_WIDE_SIGNALS = (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
+
+
+class StopRequest:
+    """A flag the parent shares with its workers and sets just before it sends them SIGTERM.
+
+    Shared memory made before the workers start, so it reaches forked and spawned workers alike.
+    """
+
+    def __init__(self, ctx: mp.context.BaseContext) -> None:
+        self._flag = ctx.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._flag.value = True
+
+    def is_set(self) -> bool:
+        return bool(self._flag.value)
+
+
+def worker_prologue(parent_pid: int, stop: StopRequest | None = None) -> ParentWatch:
+    """First thing every worker runs: die with the parent, and stop only when the parent says so.
+
+    A Ctrl-C, or a scheduler's signal to every process of a job (Slurm's ``scancel --signal``, its
+    SIGTERM at a time limit), reaches the workers as well as the training process; a worker that died
+    of it would end the epoch before the training process could save a checkpoint. So workers ignore
+    those signals, and with ``stop`` they obey SIGTERM only once the parent has set it.
+    """
     enable_death_signal()
     watch = ParentWatch(parent_pid)
     if not watch.alive():  # the parent died before the death signal was armed
         os._exit(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent may have a handler of its own
+    for sig in _JOB_WIDE_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    if stop is None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent may have a handler of its own
+    else:
+        signal.signal(signal.SIGTERM, functools.partial(_sigterm_if_asked, stop))
     return watch
+
+
+def _sigterm_if_asked(stop: StopRequest, signum: int, frame: object) -> None:
+    if stop.is_set():  # die of it, as a worker always did when its parent stopped it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -171,8 +210,13 @@ def frozen_gc() -> Iterator[None]:
             gc.unfreeze()
 
 
-def stop_processes(procs: list, timeout: float = 3.0) -> None:
-    """Terminate, then kill, then reap ``multiprocessing`` processes so that no zombie remains."""
+def stop_processes(procs: list, timeout: float = 3.0, stop: StopRequest | None = None) -> None:
+    """Terminate, then kill, then reap ``multiprocessing`` processes so that no zombie remains.
+
+    ``stop``: the workers' :class:`StopRequest`, set first so that they obey the SIGTERM.
+    """
+    if stop is not None:
+        stop.set()
     for p in procs:
         if p.pid is not None and p.exitcode is None:
             with contextlib.suppress(OSError):

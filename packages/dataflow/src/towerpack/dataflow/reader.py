@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .base import DataFlow
-from .sharding import Remainder, Shard
+from .sharding import Remainder, SelfSharding, Shard
 
 __all__ = ["BLOCK_SIZE", "SHUFFLE_BUFFER", "DatasetReader"]
 
@@ -38,7 +38,7 @@ SHUFFLE_BUFFER = 1024
 DEFAULT_SEED = 0
 
 
-class DatasetReader(DataFlow):
+class DatasetReader(SelfSharding, DataFlow):
     """Read a dataset's records in sharded, sequential runs; see the module docstring.
 
     Args:
@@ -48,7 +48,7 @@ class DatasetReader(DataFlow):
         seed: the seed of the epoch orders (the same in every process of a job).
         block_size: records per block of the shuffled order.
         shuffle_buffer: records in the shuffle buffer.
-        rank, world_size: override the launcher's ``RANK`` / ``WORLD_SIZE``.
+        rank, world_size: override the rank and world size of this process's ``placement()``.
     """
 
     def __init__(
@@ -73,7 +73,7 @@ class DatasetReader(DataFlow):
         self.shuffle_buffer = int(shuffle_buffer)
         self.rank, self.world_size = rank, world_size
         if shard:
-            Shard.current(rank, world_size)  # a bad RANK or override fails here, not in a worker
+            Shard.current(rank, world_size)  # a bad placement or override fails here, not in a worker
         self._epoch = 0
         self._opened = False
 
@@ -95,14 +95,6 @@ class DatasetReader(DataFlow):
         self._open()
         self._opened = True
         self._epoch = 0
-
-    def shard(self) -> Shard:
-        """The shard this process reads (all of it with ``shard=False``)."""
-        return Shard.current(self.rank, self.world_size) if self.shards_itself else Shard()
-
-    def __len__(self) -> int:
-        n = self._count()
-        return self.shard().length(n, self.remainder) if self.shards_itself else n
 
     def record_runs(self, epoch: int) -> list[tuple[int, int]]:
         """``(start, stop)`` record runs this process reads in epoch ``epoch`` (from 1), in order."""

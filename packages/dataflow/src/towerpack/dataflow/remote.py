@@ -24,25 +24,12 @@ from typing import Any
 
 import zmq
 
+from . import control
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
-from .credit import (
-    BOUND_CONSUMER_ID,
-    HEARTBEAT_S,
-    check_heartbeat,
-    credit_ack,
-    credit_set,
-    granted_window,
-    set_heartbeat,
-)
+from .control import Credit, EpochEnd, Hello, Ping, Window
+from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
 from .security import apply_client_keys
-from .wire import (
-    DEFAULT_LIMITS,
-    ControlMessage,
-    WireFormatError,
-    WireLimits,
-    decode_message,
-    set_receive_limit,
-)
+from .wire import DEFAULT_LIMITS, WireFormatError, WireLimits, decode_message, set_receive_limit
 
 __all__ = ["RemoteDataZMQ"]
 
@@ -205,9 +192,9 @@ class RemoteDataZMQ(DataFlow):
         for ident, p in list(self._producers.items()):
             # Acknowledge first: a window announcement counts what the producer still has in flight.
             due = p.unacked and (partial or p.unacked >= p.ack_every)
-            if due and self._send_control(ident, credit_ack(p.unacked)):
+            if due and self._send_control(ident, control.encode(Credit(ack=p.unacked))):
                 p.unacked = 0
-            if p.announce and self._send_control(ident, credit_set(self.hwm)):
+            if p.announce and self._send_control(ident, control.encode(Credit(window=self.hwm))):
                 p.announce = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -298,20 +285,19 @@ class RemoteDataZMQ(DataFlow):
                 continue
             if producer is None:  # a producer that connected to this binding consumer
                 producer = self._producers[ident] = _Producer(ack_every=self.ack_every)
-            if isinstance(msg, ControlMessage):
-                if msg.kind == "window":
-                    size = granted_window(msg.fields)
-                    if size is not None:
+            match msg:
+                case Window(size=size):
+                    if size:  # a window of 0 (which this consumer never asks for) changes nothing
                         producer.ack_every = max(1, min(self.ack_every, size // 4))
                     continue
-                if msg.kind == "eoe":
-                    epoch = msg.fields.get("epoch")
-                    if type(epoch) is int:
-                        self.epoch = epoch
-                        return _EPOCH_END
-                if msg.kind not in ("ping", "hello"):
-                    logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind)
-                continue
+                case EpochEnd(epoch=epoch):
+                    self.epoch = epoch
+                    return _EPOCH_END
+                case Ping() | Hello():
+                    continue
+                case control.Message():
+                    logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind.value)
+                    continue
             producer.unacked += 1
             # Acknowledged on the next call, once the caller is done with this datapoint.
             self._credit_due = self._credit_due or producer.unacked >= producer.ack_every or producer.announce

@@ -8,7 +8,7 @@ a consumer that hangs. Messages from clients are validated; anything malformed i
 ignored. A server that connects (``bind=False``) says hello to the binding consumer until it
 hears from it (see :mod:`towerpack.dataflow.credit`).
 
-With ``mark_epochs`` the server closes every epoch of its dataflow with an ``eoe`` message to
+With ``mark_epochs`` the server closes every epoch of its dataflow with an :class:`EpochEnd` message to
 each consumer, sent once every datapoint of the epoch has been acknowledged (re-sent ones
 included), so a consumer's datapoints before the mark all belong to that epoch or earlier.
 The server admits at most ``max_consumers`` connections (see
@@ -26,11 +26,13 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from . import control
 from .base import DataFlow
-from .common import EpochEnd, repeat_forever
-from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, credit_window, hello, set_heartbeat
+from .common import repeat_forever
+from .control import MAX_WINDOW, Credit, EpochEnd, Hello, Ping, Window
+from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
 from .security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
-from .wire import ControlMessage, WireFormatError, WireLimits, decode_message, encode, encode_control
+from .wire import WireFormatError, WireLimits, decode_message, encode
 
 __all__ = ["DataServer", "ServerError", "send_dataflow_zmq"]
 
@@ -41,8 +43,6 @@ PROBE_DELAYS_S = (0.05, 0.3, 1.5)
 PROBE_PERIOD_S = 5.0
 #: A server that connects says hello this often until the consumer answers.
 HELLO_PERIOD_S = 0.2
-#: Largest window one consumer may ask for.
-MAX_WINDOW = 1000
 #: Connections a server admits by default.
 MAX_CONSUMERS = 128
 #: A connection that has not finished its ZMQ handshake after this long is closed (ms).
@@ -52,19 +52,12 @@ MAX_CLIENT_MESSAGE = 64 * 1024
 CLIENT_LIMITS = WireLimits(max_frames=0, max_header_bytes=4096, max_depth=2, max_nodes=16)
 
 
-def parse_credit(frames: list) -> tuple[int, int | None]:
-    """``(ack, window)`` of a client's credit message; anything else raises :class:`WireFormatError`."""
+def parse_credit(frames: list) -> Credit:
+    """A client's credit message; anything else raises :class:`WireFormatError`."""
     msg = decode_message(frames, limits=CLIENT_LIMITS)
-    if not isinstance(msg, ControlMessage) or msg.kind != "credit":
+    if not isinstance(msg, Credit):
         raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
-    ack, window = msg.fields.get("ack", 0), msg.fields.get("set")
-    if isinstance(ack, bool) or not isinstance(ack, int) or not 0 <= ack <= MAX_WINDOW:
-        raise WireFormatError(f"bad acknowledgement count {ack!r}")
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW
-    ):
-        raise WireFormatError(f"bad window {window!r}")
-    return ack, window
+    return msg
 
 
 class ServerError(RuntimeError):
@@ -182,12 +175,13 @@ class DataServer:
     def _on_message(self, frames: list) -> None:
         ident = frames[0].bytes
         try:
-            ack, window = parse_credit(frames[1:])
+            credit = parse_credit(frames[1:])
         except WireFormatError as e:
             self.malformed += 1
             if self.malformed <= 10 or self.malformed % 100 == 0:
                 logger.warning("ignored malformed message #%d from a client: %s", self.malformed, e)
             return
+        ack, window = credit.ack, credit.window
         peer = self.peers.get(ident)
         if peer is None:
             if window is None:  # acknowledgements from a consumer this server never saw
@@ -200,7 +194,7 @@ class DataServer:
         if window is not None:
             granted = min(window, self.hwm)
             peer.credit = max(0, granted - len(peer.unacked))
-            self._send_control(ident, credit_window(granted))
+            self._send_control(ident, control.encode(Window(granted)))
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
 
@@ -223,7 +217,7 @@ class DataServer:
         return len(self._connections) <= self.max_consumers
 
     def _probe(self) -> None:
-        ping = encode_control("ping")
+        ping = control.encode(Ping())
         for ident in list(self.peers):
             try:
                 self.sock.send_multipart([ident, *ping], flags=zmq.NOBLOCK)
@@ -234,7 +228,7 @@ class DataServer:
     def _say_hello(self) -> None:
         """Connected to a binding consumer that has not granted credit yet: make ourselves known."""
         try:
-            self.sock.send_multipart([BOUND_CONSUMER_ID, *hello()], flags=zmq.NOBLOCK)
+            self.sock.send_multipart([BOUND_CONSUMER_ID, *control.encode(Hello())], flags=zmq.NOBLOCK)
         except zmq.ZMQError as e:
             if e.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):  # not connected yet, or busy
                 raise
@@ -269,7 +263,7 @@ class DataServer:
             return
         if not self._marks_due:
             self._marks_due = set(self.peers)
-        mark = encode_control("eoe", epoch=self._epoch_end.epoch)
+        mark = control.encode(self._epoch_end)
         for ident in list(self._marks_due):
             if self._send_control(ident, mark):  # else its queue is full: try again next round
                 self._marks_due.discard(ident)

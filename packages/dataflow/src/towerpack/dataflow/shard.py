@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .base import DataFlow, ProxyDataFlow, RNGDataFlow
+from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow, dataflow_len
 from .sharding import Remainder, Shard, dataflow_tree
 
 __all__ = ["ShardData"]
@@ -20,7 +20,7 @@ class ShardData(ProxyDataFlow):
     Every process of a job iterates the same input; stream position ``p`` (in each epoch) belongs
     to rank ``p % world_size`` and, within it, to worker ``(p // world_size) % num_workers``. The
     ranks and workers together see every datapoint of an epoch once. ``rank`` and ``world_size``
-    default to the launcher's ``RANK`` and ``WORLD_SIZE``; the worker is the one this process is
+    default to this process's :func:`placement`; the worker is the one this process is
     inside a runner (see :mod:`towerpack.dataflow.sharding`).
 
     Every process must see the input in the same order. Random dataflows the input is made of
@@ -68,14 +68,14 @@ class ShardData(ProxyDataFlow):
         super().reset_state()
 
     def _input_length(self) -> int:
-        try:
-            return len(self.ds)
-        except NotImplementedError:
-            raise NotImplementedError(
+        length = dataflow_len(self.ds)
+        if length is None:
+            raise LengthUnknownError(
                 f"ShardData(remainder={self.remainder.value!r}) needs the input's length to give every "
                 f"rank the same count; {type(self.ds).__name__} has none: pass remainder='uneven' "
                 "(ranks then differ by at most one datapoint)"
-            ) from None
+            )
+        return length
 
     def __len__(self) -> int:
         return self._shard().length(len(self.ds), self.remainder)

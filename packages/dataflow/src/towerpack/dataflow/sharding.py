@@ -5,8 +5,9 @@ A process that iterates a dataflow knows two things about itself:
 - its **worker** index and count, set by the runner that started it (:class:`MultiProcessRunnerZMQ`,
   ``dataflow serve --workers``, :class:`MultiThreadRunner`); one worker, index 0, elsewhere.
   :func:`get_worker_info` returns it, as torch's function of that name does;
-- its **rank** and world size: the launcher's ``RANK`` and ``WORLD_SIZE`` (one rank without a
-  launcher), or what :func:`set_rank_info` (``dataflow serve --shard I/N``) says.
+- its **rank** and world size: what :func:`~towerpack.dataflow.placement.placement` reads from
+  whichever launcher started it (one rank without a launcher), or what :func:`set_rank_info`
+  (``dataflow serve --shard I/N``) says.
 
 Readers and :class:`ShardData` split the ``n`` datapoints of an epoch first among the ranks, then
 among the workers of each rank. How the ranks' shares are made equal is a :class:`Remainder`
@@ -16,15 +17,17 @@ policy: synchronous trainers need every rank to run the same number of steps.
 from __future__ import annotations
 
 import enum
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .placement import placement
+
 __all__ = [
     "RankInfo",
     "Remainder",
+    "SelfSharding",
     "Shard",
     "WorkerInfo",
     "dataflow_tree",
@@ -60,23 +63,14 @@ class RankInfo:
 
     @classmethod
     def from_env(cls) -> RankInfo:
-        """``RANK`` and ``WORLD_SIZE`` as the launcher sets them (0 of 1 when unset)."""
-        return cls(_env_int("RANK", 0), _env_int("WORLD_SIZE", 1))
+        """The rank and world size of this process's :func:`placement` (0 of 1 without a launcher)."""
+        where = placement()
+        return cls(where.rank, where.world_size)
 
 
 _thread_worker = threading.local()
 _process_worker: WorkerInfo | None = None
 _rank_override: RankInfo | None = None
-
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
 
 
 def get_worker_info() -> WorkerInfo | None:
@@ -94,7 +88,7 @@ def set_worker_info(info: WorkerInfo | None, thread_only: bool = False) -> None:
 
 
 def set_rank_info(rank: int, world_size: int) -> None:
-    """Make this process read shard ``rank`` of ``world_size`` whatever ``RANK``/``WORLD_SIZE`` say.
+    """Make this process read shard ``rank`` of ``world_size`` whatever its placement says.
 
     For data servers outside a launcher: two servers started with ``--shard 0/2`` and
     ``--shard 1/2`` serve the two halves of every epoch.
@@ -104,6 +98,7 @@ def set_rank_info(rank: int, world_size: int) -> None:
 
 
 def current_rank() -> RankInfo:
+    """The :func:`set_rank_info` override if there is one, else this process's placement."""
     return _rank_override or RankInfo.from_env()
 
 
@@ -157,13 +152,16 @@ class Shard:
 
     @classmethod
     def current(cls, rank: int | None = None, world_size: int | None = None) -> Shard:
-        """This process's shard; ``rank``/``world_size`` override the launcher's values."""
-        ranks = current_rank()
-        if rank is not None or world_size is not None:
-            ranks = RankInfo(
-                ranks.rank if rank is None else int(rank),
-                ranks.world_size if world_size is None else int(world_size),
-            )
+        """This process's shard; ``rank``/``world_size`` override its placement's values."""
+        if rank is not None and world_size is not None:
+            ranks = RankInfo(int(rank), int(world_size))  # the environment does not matter then
+        else:
+            ranks = current_rank()
+            if rank is not None or world_size is not None:
+                ranks = RankInfo(
+                    ranks.rank if rank is None else int(rank),
+                    ranks.world_size if world_size is None else int(world_size),
+                )
         worker = get_worker_info() or WorkerInfo(0, 1)
         return cls(ranks.rank, ranks.world_size, worker.index, worker.count)
 
@@ -201,6 +199,31 @@ class Shard:
             position % self.world_size == self.rank
             and position // self.world_size % self.num_workers == self.worker
         )
+
+
+class SelfSharding:
+    """For a dataflow that splits its own epochs by this contract (readers, indexed datasets).
+
+    The dataflow sets ``shards_itself``, ``rank``, ``world_size`` (overrides, or None) and
+    ``remainder``, and implements ``_count()``: the datapoints of an epoch, all processes together.
+    """
+
+    shards_itself: bool
+    rank: int | None
+    world_size: int | None
+    remainder: Remainder
+
+    def _count(self) -> int:
+        raise NotImplementedError
+
+    def shard(self) -> Shard:
+        """The shard this process reads (all of it when not sharding)."""
+        return Shard.current(self.rank, self.world_size) if self.shards_itself else Shard()
+
+    def __len__(self) -> int:
+        """This process's datapoints per epoch."""
+        n = self._count()
+        return self.shard().length(n, self.remainder) if self.shards_itself else n
 
 
 def dataflow_tree(df: Any) -> Iterator[Any]:

@@ -5,7 +5,8 @@ A message is ``[header, frame_0, frame_1, ...]``. The header is a msgpack map
 describes the datapoint's structure; arrays appear in the tree as ``["a", dtype, shape]`` and
 bytes values of at least ``BYTES_FRAME_MIN`` bytes as ``["b", length]``; each of these consumes
 the next frame in order. Other kinds are control messages (worker errors, pings, credits) that
-carry only a header.
+carry only a header; :mod:`towerpack.dataflow.control` defines them, and :func:`decode_message`
+returns them typed.
 
 Receiving never copies array data: arrays are ``np.frombuffer`` views of the received
 frames. Every header is checked (allowed dtypes, ``prod(shape) * itemsize`` equal to the frame
@@ -33,17 +34,17 @@ import msgpack
 import numpy as np
 import zmq
 
+from . import control
 from .interrupts import install_interrupt_rescue
+from .wire_header import VERSION, ControlMessage, WireFormatError
 
 __all__ = [
     "ALLOWED_DTYPES",
-    "ControlMessage",
     "WireFormatError",
     "WireLimits",
     "decode",
     "decode_message",
     "encode",
-    "encode_control",
     "pack",
     "recv_datapoint",
     "send_datapoint",
@@ -51,7 +52,6 @@ __all__ = [
     "unpack",
 ]
 
-VERSION = 1
 #: Bytes values this long or longer travel in a frame of their own rather than in the header.
 BYTES_FRAME_MIN = 1024
 
@@ -83,10 +83,6 @@ ALLOWED_DTYPES = frozenset(
 _DTYPES = {s: np.dtype(s) for s in ALLOWED_DTYPES}
 
 
-class WireFormatError(ValueError):
-    """A message that does not follow the wire format (or cannot be encoded in it)."""
-
-
 @dataclass(frozen=True)
 class WireLimits:
     """Upper bounds enforced on every received message (and, at their defaults, on every sent one)."""
@@ -114,14 +110,6 @@ def set_receive_limit(sock: zmq.Socket, limits: WireLimits = DEFAULT_LIMITS) -> 
     message costs the receiver no memory (the sender is disconnected and may reconnect).
     """
     sock.setsockopt(zmq.MAXMSGSIZE, limits.max_frame_bytes)
-
-
-@dataclass(frozen=True)
-class ControlMessage:
-    """A message that is not a datapoint: ``kind`` plus the header's other fields."""
-
-    kind: str
-    fields: dict
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +179,7 @@ def _encode_node(obj: Any, frames: list, allow_pickle: bool, depth: int) -> Any:
             items.append([k, _encode_node(v, frames, allow_pickle, depth + 1)])
         return ["d", items]
     if allow_pickle:
+        _refuse_control(obj)
         frames.append(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         return ["p"]
     raise WireFormatError(
@@ -241,13 +230,6 @@ def encode(dp: Any, allow_pickle: bool = False) -> list:
     header = msgpack.packb({"v": VERSION, "k": "dp", "s": tree}, use_bin_type=True)
     _check_message_limits(header, tree, len(frames))
     return [header, *frames]
-
-
-def encode_control(kind: str, **fields: Any) -> list:
-    """Encode a control message (a single header frame)."""
-    if kind == "dp":
-        raise ValueError("'dp' is reserved for datapoints")
-    return [msgpack.packb({"v": VERSION, "k": kind, **fields}, use_bin_type=True)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,11 +358,20 @@ def _build(node: tuple, frames: list, allow_pickle: bool) -> Any:
             "(pass allow_pickle=True on both ends to allow it)"
         )
     try:
-        return pickle.loads(_frame_bytes(frames[node[1]]))
+        obj = pickle.loads(_frame_bytes(frames[node[1]]))
     except Exception as e:
         raise WireFormatError(
             f"pickled object cannot be loaded ({type(e).__name__}: {_short(str(e))})"
         ) from None
+    _refuse_control(obj)
+    return obj
+
+
+def _refuse_control(obj: Any) -> None:
+    """Keep a control message from travelling (pickled) as a datapoint, where it would pass for one."""
+
+    if isinstance(obj, (control.Message, ControlMessage)):
+        raise WireFormatError(f"a control message ({type(obj).__name__}) cannot travel as a datapoint")
 
 
 #: Plans of headers validated under DEFAULT_LIMITS, by header bytes.
@@ -394,11 +385,20 @@ def _short(obj: Any) -> str:
 
 
 def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
-    """Decode a received message: a datapoint, or a :class:`ControlMessage` for other kinds.
+    """Decode a received message: a datapoint, or a typed control message
+    (a :class:`towerpack.dataflow.control.Message`) for other kinds.
 
     ``frames`` are ``zmq.Frame`` objects (from ``recv_multipart(copy=False)``) or bytes-like.
     Raises :class:`WireFormatError` for anything malformed, and for nothing else.
     """
+    is_control, out = _decode_checked(frames, allow_pickle, limits)
+    if not is_control:
+        return out
+
+    return control.decode(out)
+
+
+def _decode_checked(frames: list, allow_pickle: bool, limits: WireLimits) -> tuple[bool, Any]:
     try:
         return _decode_message(frames, allow_pickle, limits)
     except WireFormatError:
@@ -407,7 +407,8 @@ def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits 
         raise WireFormatError(f"malformed message ({type(e).__name__}: {_short(str(e))})") from None
 
 
-def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> Any:
+def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> tuple[bool, Any]:
+    """``(False, datapoint)``, or ``(True, ControlMessage)`` for a control message's raw header."""
     if not frames:
         raise WireFormatError("empty message")
     if len(frames) > limits.max_frames + 1:
@@ -419,7 +420,7 @@ def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> Any
     raw = _frame_bytes(frames[0])
     plan = _PLANS.get(raw) if limits is DEFAULT_LIMITS else None
     if plan is not None:  # a header seen before: already validated
-        return _build_checked(plan, frames, allow_pickle)
+        return False, _build_checked(plan, frames, allow_pickle)
     try:
         header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except Exception as e:  # msgpack raises several unrelated types for bad input
@@ -435,7 +436,7 @@ def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> Any
     if kind != "dp":
         if len(frames) != 1:
             raise WireFormatError(f"control message {kind!r} must have one frame, got {len(frames)}")
-        return ControlMessage(kind, {k: v for k, v in header.items() if k not in ("v", "k")})
+        return True, ControlMessage(kind, {k: v for k, v in header.items() if k not in ("v", "k")})
     if "s" not in header:
         raise WireFormatError("datapoint header has no structure")
     planner = _Planner(limits)
@@ -444,7 +445,7 @@ def _decode_message(frames: list, allow_pickle: bool, limits: WireLimits) -> Any
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[raw] = plan
-    return _build_checked(plan, frames, allow_pickle)
+    return False, _build_checked(plan, frames, allow_pickle)
 
 
 def _build_checked(plan: tuple[tuple, int], frames: list, allow_pickle: bool) -> Any:
@@ -456,9 +457,9 @@ def _build_checked(plan: tuple[tuple, int], frames: list, allow_pickle: bool) ->
 
 def decode(frames: list, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS) -> Any:
     """Decode a datapoint message; raises :class:`WireFormatError` for control messages too."""
-    out = decode_message(frames, allow_pickle, limits)
-    if isinstance(out, ControlMessage):
-        raise WireFormatError(f"expected a datapoint, got a {out.kind!r} control message")
+    is_control, out = _decode_checked(frames, allow_pickle, limits)
+    if is_control:
+        raise WireFormatError(f"expected a datapoint, got a {_short(out.kind)} control message")
     return out
 
 

@@ -25,14 +25,19 @@ import time
 import traceback
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import zmq
 
-from .base import DataFlowTerminated
+from . import control
+from .base import DataFlowReentrantGuard, DataFlowTerminated
+from .control import WorkerFailed
 from .process import (
     ParentWatch,
+    StopRequest,
+    check_start_method,
     describe_exit,
     frozen_gc,
     get_mp_context,
@@ -41,14 +46,7 @@ from .process import (
     stop_processes,
     worker_prologue,
 )
-from .wire import (
-    DEFAULT_LIMITS,
-    ControlMessage,
-    WireLimits,
-    decode_message,
-    encode_control,
-    set_receive_limit,
-)
+from .wire import DEFAULT_LIMITS, WireLimits, decode_message, set_receive_limit
 
 __all__ = [
     "DataFlowWorkerError",
@@ -66,6 +64,8 @@ LIVENESS_POLL_MS = 500
 LIVENESS_CHECK_S = 0.25
 #: How long to look through queued messages for the report of a worker that exited by itself (s).
 REPORT_GRACE_S = 1.0
+#: A worker's report keeps this many characters of the end of its traceback (headers are bounded).
+MAX_TRACEBACK_CHARS = 64 << 10
 
 
 class DataFlowWorkerError(RuntimeError):
@@ -118,8 +118,10 @@ def worker_recv(sock: zmq.Socket, watch: ParentWatch) -> list:
 def report_worker_error(sock: zmq.Socket, index: int) -> None:
     """Ship the current exception's traceback to the parent (as text: no pickle on the socket)."""
     text = traceback.format_exc()
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "...\n" + text[-MAX_TRACEBACK_CHARS:]
     with contextlib.suppress(zmq.ZMQError):
-        sock.send_multipart(encode_control("err", worker=index, pid=os.getpid(), tb=text))
+        sock.send_multipart(control.encode(WorkerFailed(index, os.getpid(), text)))
     sock.setsockopt(zmq.LINGER, 2000)  # let the report reach the parent before the context closes
 
 
@@ -131,8 +133,10 @@ def _stop_live_groups() -> None:
         group.stop()
 
 
-def _bootstrap(target: Callable[..., None], parent_pid: int, index: int, args: tuple) -> None:
-    watch = worker_prologue(parent_pid)
+def _bootstrap(
+    target: Callable[..., None], parent_pid: int, stop: StopRequest, index: int, args: tuple
+) -> None:
+    watch = worker_prologue(parent_pid, stop)
     target(watch, index, *args)
 
 
@@ -150,8 +154,11 @@ class WorkerGroup:
         ctx = get_mp_context(start_method)
         self.start_method = ctx.get_start_method()
         parent = os.getpid()
+        self._stop_request = StopRequest(ctx)
         self.procs = [
-            ctx.Process(target=_bootstrap, args=(target, parent, i, args), name=f"{name}-{i}")
+            ctx.Process(
+                target=_bootstrap, args=(target, parent, self._stop_request, i, args), name=f"{name}-{i}"
+            )
             for i, args in enumerate(args_list)
         ]
         self.sentinels: dict[int, int] = {}
@@ -212,15 +219,14 @@ class WorkerGroup:
     def stop(self) -> None:
         if not self.stopped:
             self.stopped = True
-            stop_processes([p for p in self.procs if p.pid is not None])
+            stop_processes([p for p in self.procs if p.pid is not None], stop=self._stop_request)
 
 
 def raise_if_error(msg: Any, group_name: str) -> Any:
-    """Turn a worker's ``err`` control message into :class:`DataFlowWorkerError`; pass others through."""
-    if isinstance(msg, ControlMessage) and msg.kind == "err":
-        f = msg.fields
+    """Turn a worker's :class:`WorkerFailed` report into :class:`DataFlowWorkerError`; pass others through."""
+    if isinstance(msg, WorkerFailed):
         raise DataFlowWorkerError(
-            f"{group_name} worker {f.get('worker')} (pid {f.get('pid')}) raised an exception:\n{f.get('tb')}"
+            f"{group_name} worker {msg.worker} (pid {msg.pid}) raised an exception:\n{msg.traceback}"
         )
     return msg
 
@@ -237,13 +243,78 @@ def worker_died(sock: zmq.Socket, group: WorkerGroup, index: int, allow_pickle: 
     return group.died_error(index)
 
 
+@dataclass
+class _Resources:
+    """What a runner releases when it is closed or collected (its finalizer holds this, not the runner)."""
+
+    ctx: zmq.Context
+    inbox: Inbox
+    group: WorkerGroup | None = None
+    socks: list[zmq.Socket] = field(default_factory=list)
+
+    def release(self) -> None:
+        if self.group is not None:
+            self.group.stop()
+        for s in self.socks:
+            s.close(linger=0)
+        self.inbox.close()
+        self.ctx.term()
+
+
 class WorkerGroupOwner:
-    """What a dataflow that runs a :class:`WorkerGroup` offers its users: the workers' pids,
-    ``close`` and the context manager. The dataflow sets ``_group`` and ``_finalizer`` (which
-    stops the group and releases the sockets) in ``reset_state``."""
+    """The lifecycle of a dataflow that runs a :class:`WorkerGroup` whose workers send to an :class:`Inbox`.
+
+    The dataflow calls :meth:`_configure_workers` in ``__init__``; its ``reset_state`` calls
+    :meth:`_open_inbox`, makes the sockets of its own with :meth:`_socket`, and ends with
+    :meth:`_start_workers`; its ``__iter__`` runs in :meth:`_iterating`. Its users get the workers'
+    pids, ``close`` (which also runs when the dataflow is garbage-collected) and the context manager.
+    """
 
     _group: WorkerGroup | None = None
     _finalizer: weakref.finalize | None = None
+
+    def _configure_workers(self, start_method: str | None, allow_pickle: bool, limits: WireLimits) -> None:
+        check_start_method(start_method)
+        self.start_method = start_method
+        self.allow_pickle = allow_pickle
+        self.limits = limits
+        self._guard = DataFlowReentrantGuard()
+
+    def _open_inbox(self, count: int, hwm: int, name: str) -> Inbox:
+        """The first step of ``reset_state``: the ZMQ context and the sockets the workers send to."""
+        if self._finalizer is not None:
+            raise RuntimeError(f"{type(self).__name__}.reset_state() was already called; create a new one")
+        ctx = zmq.Context()
+        try:
+            inbox = Inbox(ctx, count, hwm, name, self.allow_pickle, self.limits)
+        except BaseException:
+            ctx.destroy(linger=0)
+            raise
+        self._ctx, self._inbox = ctx, inbox
+        self._resources = _Resources(ctx, inbox)
+        self._finalizer = weakref.finalize(self, self._resources.release)
+        return inbox
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        """A socket of the dataflow's own (``LINGER`` 0), closed with the others."""
+        sock = self._ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        self._resources.socks.append(sock)
+        return sock
+
+    def _start_workers(self, target: Callable[..., None], args_list: Sequence[tuple]) -> None:
+        """The last step of ``reset_state``: start the workers, ``target(watch, index, *args)`` each."""
+        group = WorkerGroup(target, args_list, type(self).__name__, self.start_method)
+        self._inbox.group = self._resources.group = self._group = group
+        group.start()
+
+    @contextlib.contextmanager
+    def _iterating(self) -> Iterator[None]:
+        """Around an iteration: refuse to iterate before ``reset_state``, or from two threads at once."""
+        if self._group is None:
+            raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
+        with self._guard:
+            yield
 
     @property
     def worker_pids(self) -> list[int]:

@@ -14,6 +14,7 @@ import uuid
 
 from towerpack.launcher import net, probe, protocol, watchdog
 from towerpack.launcher.console import say
+from towerpack.launcher.errors import USAGE_EXIT, Closed, ProtocolError, Refusal, Refused
 from towerpack.launcher.events import CoordinatorLost, LocalStopDone, Message, SignalReceived
 from towerpack.launcher.group import FAILURE_GRACE_S, LocalGroup
 from towerpack.launcher.nodes import local_info
@@ -109,11 +110,12 @@ def _join(spec: LaunchSpec, info: NodeInfo, received: Received) -> tuple[Connect
     conn = Connection(sock, Side.AGENT)
     try:
         return conn, protocol.agent_handshake(conn, spec.secret, Join(info, spec.nnodes, spec.n_ps))
-    except protocol.Refused as exc:
+    except Refused as exc:
         conn.close()
-        hint = " (every node needs the same job secret: see --secret-file)" if "secret" in str(exc) else ""
-        raise JoinFailed(f"node 0 refused this node: {exc}{hint}", 2) from None
-    except (protocol.ProtocolError, protocol.Closed, OSError) as exc:
+        wrong_secret = exc.refusal is Refusal.WRONG_SECRET
+        hint = " (every node needs the same job secret: see --secret-file)" if wrong_secret else ""
+        raise JoinFailed(f"node 0 refused this node: {exc}{hint}", USAGE_EXIT) from None
+    except (ProtocolError, Closed, OSError) as exc:
         conn.close()
         raise JoinFailed(f"could not join node 0 at {where}: {exc or 'connection closed'}", 1) from None
 

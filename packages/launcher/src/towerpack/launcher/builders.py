@@ -25,6 +25,7 @@ from towerpack.launcher.plan import Backend
 from towerpack.launcher.ports import check_port
 from towerpack.launcher.protocol import HEARTBEAT_INTERVAL_S
 from towerpack.launcher.spec import LaunchSpec, Mode, Role, SshOptions
+from towerpack.launcher.tasks import TaskId
 
 
 def build(a: argparse.Namespace, env: dict) -> LaunchSpec:
@@ -152,10 +153,11 @@ def _common(a: argparse.Namespace, env: dict) -> dict:
     else:
         backend = Backend.HOROVOD if importlib.util.find_spec("horovod") else Backend.NONE
     if a.ps and backend is not Backend.TF_SERVER:
-        raise UsageError("--ps needs --backend tf-server")
-    ranks = frozenset(r.strip() for r in a.ranks.split(",")) if a.ranks else None
-    if ranks is not None and not all(r.isdigit() or (r.startswith("ps") and r[2:].isdigit()) for r in ranks):
-        raise UsageError(f"--ranks expects ranks like 0,2 or ps0, got {a.ranks!r}")
+        why = "the collective all-reduce has no parameter servers" if backend is Backend.TF_COLLECTIVE else ""
+        raise UsageError(
+            f"--ps needs --backend tf-server, got --backend {backend.value}" + (f": {why}" if why else "")
+        )
+    ranks = _ranks(a.ranks) if a.ranks else None
     return {
         "argv": tuple(argv),
         "target": tuple(target),
@@ -206,6 +208,14 @@ def _local_processes(a: argparse.Namespace, env: dict) -> tuple[int, tuple[str, 
     raise UsageError("say how many processes: --np N, --gpus LIST, --hosts or --hostfile")
 
 
+def _ranks(text: str) -> frozenset[TaskId]:
+    """``--ranks 0,2,ps0``: the tasks whose output is shown."""
+    try:
+        return frozenset(TaskId.parse(r.strip()) for r in text.split(","))
+    except ValueError:
+        raise UsageError(f"--ranks expects ranks like 0,2 or ps0, got {text!r}") from None
+
+
 def _positive(name: str, value: int | None, minimum: int = 1) -> None:
     if value is not None and value < minimum:
         raise UsageError(f"{name} must be at least {minimum}, got {value}")
@@ -223,7 +233,7 @@ def _check_backend_address(backend: Backend, addr: str) -> None:
     if backend is Backend.HOROVOD and ":" in addr:
         raise UsageError(
             f"Horovod's rendezvous client cannot reach the IPv6 address {addr}: give --master an IPv4 "
-            "address (or a name that resolves to one), or use --backend tf-server or none"
+            "address (or a name that resolves to one), or use --backend tf-server, tf-collective or none"
         )
 
 

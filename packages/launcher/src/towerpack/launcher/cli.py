@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = p.add_argument_group("backend")
     be.add_argument(
-        "--backend", choices=[b.value for b in Backend], help="default: horovod when importable, else none"
+        "--backend",
+        choices=[b.value for b in Backend],
+        help="default: horovod when importable, else none; tf-server and tf-collective set TF_CONFIG",
     )
     be.add_argument(
         "--ps", type=int, default=0, metavar="K", help="parameter-server tasks (tf-server backend)"

@@ -1,6 +1,12 @@
-"""The one error type that ends `launch` with a single clear line and exit code 2."""
+"""The launcher's exception types, so that callers tell failures apart by type, never by message text.
+
+``UsageError`` ends `launch` with one clear line and exit code 2; the others are failures of the
+control protocol between node launchers (see :mod:`towerpack.launcher.protocol`).
+"""
 
 from __future__ import annotations
+
+import enum
 
 #: Exit code for bad input (malformed host list, unknown GPU, busy port, missing script, ...).
 USAGE_EXIT = 2
@@ -8,3 +14,31 @@ USAGE_EXIT = 2
 
 class UsageError(Exception):
     """Bad input: `launch` prints ``launch: error: <message>`` and exits with code 2."""
+
+
+class ProtocolError(Exception):
+    """A frame that is malformed, oversized, unauthenticated or unexpected."""
+
+
+class AuthenticationError(ProtocolError):
+    """A frame whose HMAC does not match: the sender lacks the job's secret, or replayed or altered it."""
+
+
+class Closed(Exception):
+    """The peer closed the connection."""
+
+
+class Refusal(enum.Enum):
+    """Why the coordinator refused an agent (sent in its ``Reject`` message)."""
+
+    WRONG_SECRET = "wrong secret"  # the agent's first authenticated frame failed authentication
+    BROKEN = "broken"  # the agent's frames were not valid protocol messages
+    MISMATCH = "mismatch"  # the agent's node or job settings do not fit the job node 0 runs
+
+
+class Refused(Exception):
+    """The coordinator refused this agent: ``refusal`` says why; the message is its explanation."""
+
+    def __init__(self, refusal: Refusal, reason: str):
+        super().__init__(reason)
+        self.refusal = refusal

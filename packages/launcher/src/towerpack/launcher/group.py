@@ -13,7 +13,7 @@ from towerpack.launcher import resources
 from towerpack.launcher.job_secret import SECRET_VAR
 from towerpack.launcher.output import OutputOptions, StreamCopier, log_paths
 from towerpack.launcher.tagging import TAG_VAR, terminate
-from towerpack.launcher.tasks import Exit, StopRequest, Task, TaskKind
+from towerpack.launcher.tasks import Exit, StopRequest, Task, TaskId, TaskKind
 
 #: Seconds between SIGTERM and SIGKILL when a job is stopped because it failed or finished.
 FAILURE_GRACE_S = 3.0
@@ -44,7 +44,7 @@ class LocalGroup:
         self.on_exit = on_exit
         self.cpu_bind = cpu_bind
         self._cores = resources.usable_cores()
-        self._procs: dict[str, tuple[Task, subprocess.Popen]] = {}
+        self._procs: dict[TaskId, tuple[Task, subprocess.Popen]] = {}
         self._waiters: list[threading.Thread] = []
         self._stopping = False
         self._attempt = -1
@@ -66,20 +66,20 @@ class LocalGroup:
             env.update(resources.thread_env(len(cores), os.environ))
             env[TAG_VAR] = self.tag
             env["PYTHONUNBUFFERED"] = "1"
-            files = log_paths(self.output.log_dir, task.name, attempt) if self.output.log_dir else None
-            prefix = f"[{self.host}:{task.name}] ".encode() if self.output.prefix else None
+            files = log_paths(self.output.log_dir, task.id, attempt) if self.output.log_dir else None
+            prefix = f"[{self.host}:{task.id}] ".encode() if self.output.prefix else None
             copier = StreamCopier(
-                prefix, self.output.shows(task.name), files, self.output.tail_lines, owner=task.name
+                prefix, self.output.shows(task.id), files, self.output.tail_lines, owner=str(task.id)
             )
             try:
                 proc = self._popen(env, cores if self.cpu_bind else None)
             except OSError as exc:
                 tail = (f"cannot start {self.argv[0]}: {exc}",)
-                self.on_exit(Exit(task.name, task.kind, self.host, 127, tail, time.time(), attempt))
+                self.on_exit(Exit(task.id, self.host, 127, tail, time.time(), attempt))
                 continue
             copier.attach(proc.stdout, proc.stderr)
             with self._reaped:
-                self._procs[task.name] = (task, proc)
+                self._procs[task.id] = (task, proc)
             waiter = threading.Thread(target=self._wait, args=(task, proc, copier, attempt), daemon=True)
             waiter.start()
             self._waiters.append(waiter)
@@ -116,7 +116,7 @@ class LocalGroup:
             self._reaped.notify_all()
         copier.join(timeout=1.0)
         if news and attempt == self._attempt:
-            self.on_exit(Exit(task.name, task.kind, self.host, code, tuple(copier.tail), ended, attempt))
+            self.on_exit(Exit(task.id, self.host, code, tuple(copier.tail), ended, attempt))
 
     def stop(self, request: StopRequest) -> int:
         """Stop every process of the group (see ``StopRequest``); returns how many workers were still

@@ -13,6 +13,7 @@ import time
 
 from towerpack.launcher import net, probe, protocol
 from towerpack.launcher.console import say
+from towerpack.launcher.errors import AuthenticationError, Closed, ProtocolError, Refusal, Refused
 from towerpack.launcher.events import NodeLost, NodeProbed, NodeSignalled, TaskEnded
 from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.output import OutputOptions
@@ -211,20 +212,21 @@ class ControlServer:
             return
         try:
             join = protocol.coordinator_handshake(conn, self.secret)
-        except protocol.ProtocolError as exc:
+        except ProtocolError as exc:
             say(f"refused a connection from {conn.peer}: {exc}")
-            _refuse(
-                conn, "wrong job secret" if "authentication" in str(exc) else str(exc), authenticated=False
-            )
+            if isinstance(exc, AuthenticationError):
+                _refuse(conn, Refusal.WRONG_SECRET, "wrong job secret", authenticated=False)
+            else:
+                _refuse(conn, Refusal.BROKEN, str(exc), authenticated=False)
             return
-        except (protocol.Closed, protocol.Refused, OSError):
+        except (Closed, Refused, OSError):
             conn.close()
             return
         with self._cond:
             problem = self._check(join)
             if problem:
                 say(f"refused node launcher at {conn.peer}: {problem}")
-                _refuse(conn, problem)
+                _refuse(conn, Refusal.MISMATCH, problem)
                 return
             try:
                 conn.send(self.welcome)
@@ -267,7 +269,7 @@ class ControlServer:
         self.sock.close()
 
 
-def _refuse(conn: Connection, reason: str, authenticated: bool = True) -> None:
+def _refuse(conn: Connection, refusal: Refusal, reason: str, authenticated: bool = True) -> None:
     with contextlib.suppress(OSError):
-        conn.send(Reject(reason), authenticated=authenticated)
+        conn.send(Reject(refusal, reason), authenticated=authenticated)
     conn.close()

@@ -13,6 +13,7 @@ from typing import IO
 
 from towerpack.launcher import console as console_module
 from towerpack.launcher.console import Bars, Console, Stream
+from towerpack.launcher.tasks import TaskId, TaskKind
 
 _TERMINATORS = re.compile(rb"([\r\n])")
 #: A "line" longer than this without a newline is passed on in pieces.
@@ -25,19 +26,19 @@ class OutputOptions:
     files, ``bars`` for progress bars."""
 
     prefix: bool = True
-    ranks: frozenset[str] | None = None
+    ranks: frozenset[TaskId] | None = None
     log_dir: str | None = None
     tail_lines: int = 20
     bars: Bars = Bars.ONE
 
-    def shows(self, name: str) -> bool:
-        return self.ranks is None or name in self.ranks
+    def shows(self, task: TaskId) -> bool:
+        return self.ranks is None or task in self.ranks
 
 
-def log_paths(log_dir: str, name: str, attempt: int) -> tuple[Path, Path]:
+def log_paths(log_dir: str, task: TaskId, attempt: int) -> tuple[Path, Path]:
     """``DIR/rank.<r>/{stdout,stderr}`` (``DIR/ps.<i>/`` for parameter servers); restart ``k`` writes
     ``stdout.<k>`` and ``stderr.<k>`` beside them."""
-    folder = Path(log_dir) / (f"ps.{name[2:]}" if name.startswith("ps") else f"rank.{name}")
+    folder = Path(log_dir) / (f"ps.{task.index}" if task.kind is TaskKind.PS else f"rank.{task.index}")
     suffix = f".{attempt}" if attempt else ""
     return folder / f"stdout{suffix}", folder / f"stderr{suffix}"
 

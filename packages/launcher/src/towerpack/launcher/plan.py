@@ -8,15 +8,22 @@ from dataclasses import dataclass
 
 from towerpack.launcher import gloo_store
 from towerpack.launcher.net import host_port
-from towerpack.launcher.tasks import Task, TaskKind
+from towerpack.launcher.tasks import Task, TaskId
 
 
 class Backend(enum.Enum):
-    """How the ranks find each other: Horovod's Gloo rendezvous, a ``TF_CONFIG`` cluster, or neither."""
+    """How the ranks find each other: Horovod's Gloo rendezvous, a ``TF_CONFIG`` cluster (with parameter
+    servers, or for TensorFlow's collective all-reduce), or neither. Every task gets the value as
+    ``TOWERPACK_BACKEND``, so a script can pick its trainer from it."""
 
     HOROVOD = "horovod"
     TF_SERVER = "tf-server"
+    TF_COLLECTIVE = "tf-collective"
     NONE = "none"
+
+    @property
+    def uses_tf_config(self) -> bool:
+        return self in (Backend.TF_SERVER, Backend.TF_COLLECTIVE)
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,11 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
         "RESTART_COUNT": str(attempt),
         "MAX_RESTARTS": str(cfg.max_restarts),
         "TOWERPACK_JOB_ID": cfg.job_id,
+        "TOWERPACK_BACKEND": cfg.backend.value,
     }
     ps_where = ps_nodes(cfg.n_ps, len(nodes))
     tf_cluster = None
-    if cfg.backend is Backend.TF_SERVER:
+    if cfg.backend.uses_tf_config:
         workers = [host_port(n.addr, n.ports[i]) for n in nodes for i in range(n.slots)]
         ps, used = [], {n.node: n.slots for n in nodes}
         for where in ps_where:
@@ -97,7 +105,7 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
                 env["TF_CONFIG"] = json.dumps(
                     {"cluster": tf_cluster, "task": {"type": "worker", "index": rank}}
                 )
-            mine.append(Task(str(rank), TaskKind.WORKER, env))
+            mine.append(Task(TaskId.worker(rank), env))
         for index, where in enumerate(ps_where):
             if where == n.node:
                 env = dict(
@@ -106,7 +114,7 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
                 )
                 # Parameter servers hold variables on the host's memory; keep them off the GPUs.
                 env["CUDA_VISIBLE_DEVICES"] = ""
-                mine.append(Task(f"ps{index}", TaskKind.PS, env))
+                mine.append(Task(TaskId.ps(index), env))
         tasks[n.node] = mine
     return tasks
 

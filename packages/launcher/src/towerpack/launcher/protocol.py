@@ -13,14 +13,15 @@ Handshake (job secret ``S``):
 1. agent -> ``Hello(nonce_a)``; coordinator -> ``Challenge(nonce_c)`` (neither authenticated);
 2. both derive ``key = HMAC(S, nonces)``; agent -> ``Join(info, ...)``, the first authenticated frame:
    the coordinator checks its HMAC (the agent knows ``S``);
-3. coordinator -> ``Welcome(job settings)`` (the coordinator knows ``S``) or ``Reject(reason)``.
+3. coordinator -> ``Welcome(job settings)`` (the coordinator knows ``S``) or ``Reject(refusal, reason)``.
 
 Then: ``Start``/``Stop``/``Hurry``/``Probe``/``Finish`` from the coordinator, ``Exited``/``Stopped``/
 ``Signalled``/``Probed`` from the agent, and ``Heartbeat`` both ways every ``interval`` seconds.
 A peer that sends nothing (heartbeats included) for ``timeout`` seconds is lost.
 
 Messages are validated against their dataclass before use: a field of the wrong type, an unknown kind
-or an oversized frame is a ``ProtocolError``.
+or an oversized frame is a ``ProtocolError`` (an ``AuthenticationError`` for a frame that fails its
+HMAC check); the errors are in :mod:`towerpack.launcher.errors`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
 
+from towerpack.launcher.errors import AuthenticationError, Closed, ProtocolError, Refusal, Refused
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.tasks import Exit, StopRequest, Task
 
@@ -114,8 +116,9 @@ class Welcome:
 
 @dataclass(frozen=True)
 class Reject:
-    """Coordinator: why it refuses this agent."""
+    """Coordinator: why it refuses this agent, as a kind and in words."""
 
+    refusal: Refusal
     reason: str
 
 
@@ -206,18 +209,6 @@ _CLASSES: dict[Kind, type] = {
 _KINDS = {cls: kind for kind, cls in _CLASSES.items()}
 
 
-class ProtocolError(Exception):
-    """A frame that is malformed, oversized, unauthenticated or unexpected."""
-
-
-class Closed(Exception):
-    """The peer closed the connection."""
-
-
-class Refused(Exception):
-    """The coordinator refused this agent (``Reject``); the message is its reason."""
-
-
 # -- values <-> JSON ---------------------------------------------------------------------------------
 def _plain(value):
     if is_dataclass(value):
@@ -261,7 +252,7 @@ def _typed(tp, value, where: str):
             raise ProtocolError(f"{where}: unknown field(s) {sorted(set(value) - names)}")
         try:
             return tp(**{k: _typed(hints[k], v, f"{where}.{k}") for k, v in value.items()})
-        except TypeError as exc:  # a required field is missing
+        except (TypeError, ValueError) as exc:  # a required field is missing, or a value out of range
             raise ProtocolError(f"{where}: {exc}") from None
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -367,7 +358,7 @@ class Connection:
             msg = decode(body)
             if isinstance(msg, plain_ok):
                 return msg
-        raise ProtocolError("a frame failed authentication (wrong job secret, or not from the job)")
+        raise AuthenticationError("a frame failed authentication (wrong job secret, or not from the job)")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -386,7 +377,7 @@ def _expect(conn: Connection, cls: type, timeout: float, plain_ok: tuple[type, .
     if msg is None:
         raise ProtocolError(f"no {cls.__name__} message within {timeout:g} s")
     if isinstance(msg, Reject):
-        raise Refused(msg.reason)
+        raise Refused(msg.refusal, msg.reason)
     if not isinstance(msg, cls):
         raise ProtocolError(f"expected {cls.__name__}, got {type(msg).__name__}")
     return msg

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from towerpack.launcher.signals import name as signal_name
-from towerpack.launcher.tasks import Exit, TaskKind, exit_status
+from towerpack.launcher.tasks import Exit, TaskId, exit_status
 
 
 class JobState(enum.Enum):
@@ -36,30 +36,27 @@ class Failure:
     host: str
     time: float
     reason: str
-    task: str | None = None
-    task_kind: TaskKind | None = None
+    task: TaskId | None = None
     code: int | None = None
     tail: tuple[str, ...] = ()
 
     @classmethod
     def of_exit(cls, node: int, ex: Exit) -> Failure:
-        return cls(
-            FailureKind.TASK, node, ex.host, ex.time, ex.describe(), ex.task, ex.kind, ex.code, ex.tail
-        )
+        return cls(FailureKind.TASK, node, ex.host, ex.time, ex.describe(), ex.task, ex.code, ex.tail)
 
     @classmethod
     def node_lost(cls, node: int, host: str, why: str, last_heard: float) -> Failure:
         return cls(FailureKind.NODE_LOST, node, host, last_heard, why)
 
-    def who(self) -> str:
-        if self.kind is FailureKind.NODE_LOST:
-            return f"node {self.node} ({self.host})"
-        label = f"parameter server {self.task[2:]}" if self.task_kind is TaskKind.PS else f"rank {self.task}"
-        return f"{label} on host {self.host}"
-
     def name(self) -> str:
         """``rank 1``, ``parameter server 0`` or ``node 1``."""
-        return self.who().split(" on host ")[0].split(" (")[0]
+        return f"node {self.node}" if self.kind is FailureKind.NODE_LOST else self.task.describe()
+
+    def who(self) -> str:
+        """``rank 1 on host h``, ``parameter server 0 on host h`` or ``node 1 (h)``."""
+        if self.kind is FailureKind.NODE_LOST:
+            return f"{self.name()} ({self.host})"
+        return f"{self.name()} on host {self.host}"
 
     @property
     def exit_status(self) -> int:
@@ -70,8 +67,8 @@ class Failure:
         signalled = self.code is not None and self.code < 0
         return {
             "kind": self.kind.value,
-            "rank": self.task,
-            "task_kind": self.task_kind.value if self.task_kind else None,
+            "rank": None if self.task is None else str(self.task),
+            "task_kind": None if self.task is None else self.task.kind.value,
             "node": self.node,
             "host": self.host,
             "exit_code": None if self.code is None or signalled else self.code,

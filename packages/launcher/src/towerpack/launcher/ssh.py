@@ -69,7 +69,7 @@ def agent_command(spec: LaunchSpec, node: int, hs: HostSlots, control_port: int)
     if not spec.output.prefix:
         args.append("--no-prefix")
     if spec.output.ranks is not None:
-        args += ["--ranks", ",".join(sorted(spec.output.ranks))]
+        args += ["--ranks", ",".join(sorted(map(str, spec.output.ranks)))]
     if spec.output.log_dir:
         args += ["--log-dir", os.path.abspath(spec.output.log_dir)]
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(carried_env().items()))

@@ -7,10 +7,11 @@ variable files and export.
 """
 
 from . import gradproc, logger, optimizer, sessinit, summary, tower, varreplace
-from .base import NewSessionCreator, StopTraining, Trainer, default_session_config
+from .base import DataFlowInput, NewSessionCreator, StopTraining, Trainer, default_session_config
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
 from .collection import backup_collection, freeze_collection, restore_collection
+from .collective_trainer import CollectiveAllReduceTrainer
 from .common import (
     collect_env_info,
     get_default_sess_config,
@@ -22,6 +23,7 @@ from .common import (
     get_tf_version_tuple,
 )
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
+from .default_trainer import default_trainer
 from .dependency import dependency_of_fetches, dependency_of_targets
 from .export import ModelExporter
 from .gradproc import *  # noqa: F403
@@ -87,6 +89,9 @@ __all__ = [
     "DEFAULT_MONITORS",
     "AsyncMultiGPUTrainer",
     "AutoResumeTrainConfig",
+    "CollectiveAllReduceTrainer",
+    "default_trainer",
+    "DataFlowInput",
     "DistributedReplicatedTrainer",
     "DistributedTrainerParameterServer",
     "DistributedTrainerReplicated",
@@ -133,7 +138,7 @@ __all__ = [
 
 # The reference's tfutils (gradient processing, optimizer wrappers, graph utilities, variables and
 # checkpoints, export), all importable from here; the module names are those `from tensorpack
-# import *` gave (sesscreate's creators are in .base).
+# import *` gave (sesscreate's creators are in .sesscreate).
 __all__ += [
     "gradproc",
     "optimizer",

@@ -8,48 +8,36 @@ building a graph and saying what one step is: set ``train_op``, or override ``ru
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from types import ModuleType
+
+from towerpack.dataflow.placement import placement
 
 from . import logger
-from .callbacks.base import Callback
+from .callback import Callback
 from .callbacks.group import Callbacks
 from .callbacks.monitor import MonitorBase, Monitors
 from .callbacks.steps import MaintainStepCounter
+from .choice import Choice
 from .compat import tf, tfv1
+from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, TrainConfig
 from .hooked_session import HookedSession
 from .input_source.base import InputSource, InputSourceCallback
+from .sesscreate import NewSessionCreator, default_session_config
 from .sessinit import JustCurrentSession, SessionInit, SmartInit
+from .stop_training import StopTraining
+from .tower import TowerFunc
 
-__all__ = ["NewSessionCreator", "StopTraining", "Trainer", "default_session_config"]
-
-
-class StopTraining(BaseException):
-    """Raise from a callback or ``run_step`` to end training cleanly after the current step."""
-
-
-def default_session_config() -> tfv1.ConfigProto:
-    """Soft placement and on-demand GPU memory: what a training process usually wants."""
-    config = tfv1.ConfigProto(allow_soft_placement=True)
-    config.gpu_options.allow_growth = True
-    return config
+# NewSessionCreator, default_session_config and StopTraining are defined in modules of their own
+# (sesscreate, stop_training) and importable from here, as they were.
+__all__ = ["DataFlowInput", "NewSessionCreator", "StopTraining", "Trainer", "default_session_config"]
 
 
-class NewSessionCreator(tfv1.train.SessionCreator):
-    """Creates a session and runs the variable and table initializers."""
+class DataFlowInput(Choice):
+    """The InputSource a trainer reads a DataFlow through (``apply_default_prefetch``)."""
 
-    def __init__(self, target: str = "", config: tfv1.ConfigProto | None = None):
-        self.target = target
-        self.config = config if config is not None else default_session_config()
-
-    def create_session(self):
-        init = tf.group(
-            tfv1.global_variables_initializer(),
-            tfv1.local_variables_initializer(),
-            tfv1.tables_initializer(),
-            name="towerpack_init",
-        )
-        sess = tfv1.Session(target=self.target, config=self.config)
-        sess.run(init)
-        return sess
+    FEED = "feed"  # FeedInput: feed_dict, one batch per step
+    QUEUE = "queue"  # QueueInput: a thread fills a TF queue the graph dequeues from
 
 
 def _once(method):
@@ -82,25 +70,37 @@ class Trainer:
         monitors: where callbacks report scalars and summaries.
 
     Callbacks may add a short note to the line that logs the end of an epoch with
-    ``add_epoch_note`` (from ``after_epoch``), and find the trainer's inputs with ``input_sources()``.
+    ``add_epoch_note`` (from ``after_epoch``), and find the trainer's inputs with ``input_sources()``
+    and its callbacks with ``registered_callbacks()``. What else they may ask of any trainer is
+    declared below with its default (``is_chief``, ``devices``, ``hvd``, ``size``, ``tower_func``,
+    ``training_vs_name()``, ``allreduce_sum()``, ...); trainers that have more override it.
 
     Older scripts pass a TrainConfig to the constructor and call ``train()`` without arguments;
     that goes through ``launch_train_with_config`` as well.
     """
 
-    is_chief = True
     #: Whether input sources this trainer sets up measure how long steps wait for them
     #: (``InputWaitTracker`` reports it); False leaves their timing ops out of the graph.
     measure_input_wait = True
 
-    def __init__(self, config=None):
-        if config is not None:
-            from .config import TrainConfig
+    # ---- what callbacks may ask of any trainer (subclasses that have more set these) --------------
+    #: The InputSource ``apply_default_prefetch`` wraps a DataFlow in for this trainer.
+    default_input = DataFlowInput.QUEUE
+    #: One device name per training tower of this process; empty: one tower on the default device.
+    devices: Sequence[str] = ()
+    #: Stage each tower's batch on its GPU one step ahead (``StagingInput``) when there are several.
+    gpu_prefetch = False
+    #: ``horovod.tensorflow`` when the ranks of the job all-reduce through Horovod, else None.
+    hvd: ModuleType | None = None
+    #: How many processes train in step with this one (Horovod or collective ranks); 1 alone.
+    size = 1
+    #: The function that builds one training tower, for trainers built from one (TowerTrainer).
+    tower_func: TowerFunc | None = None
+    _is_chief: bool | None = None
 
-            if not isinstance(config, TrainConfig):
-                raise TypeError(
-                    f"{type(self).__name__}(config) takes a TrainConfig, got {type(config).__name__}"
-                )
+    def __init__(self, config=None):
+        if config is not None and not isinstance(config, TrainConfig):
+            raise TypeError(f"{type(self).__name__}(config) takes a TrainConfig, got {type(config).__name__}")
         self.config = config
         self._callback_list: list[Callback] = []
         self._callbacks: Callbacks | None = None
@@ -120,6 +120,33 @@ class Trainer:
     @property
     def global_step(self) -> int:
         return self._global_step
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this process writes logs and checkpoints and runs chief-only callbacks: rank 0 of
+        the job as the launcher placed it (``towerpack.dataflow.placement``), or a process run alone.
+        Distributed trainers set it from their own view of the job."""
+        if self._is_chief is None:
+            self._is_chief = placement().is_chief
+        return self._is_chief
+
+    @is_chief.setter
+    def is_chief(self, value: bool) -> None:
+        self._is_chief = bool(value)
+
+    def allreduce_sum(self, tensor, name: str | None = None):
+        """``tensor`` summed over the processes that train in step with this one (``size``), as an op
+        every process must run in the same steps; None for trainers of one process."""
+        return None
+
+    def training_vs_name(self, device: int = 0) -> str:
+        """The variable scope of the training tower on ``device``, whose variables a prediction tower
+        reuses: the root scope ("") for a trainer without towers."""
+        return ""
+
+    def registered_callbacks(self) -> list[Callback]:
+        """The callbacks registered so far, in order, as they were registered (wrappers included)."""
+        return list(self._callback_list)
 
     # ---- callbacks ---------------------------------------------------------------------------
     def register_callback(self, cb) -> bool | list[bool]:
@@ -293,9 +320,7 @@ class Trainer:
         """
         legacy = callbacks is None and monitors is None and steps_per_epoch is None
         if legacy and self.config is not None and "setup_callbacks" not in self._called:
-            from .interface import launch_train_with_config
-
-            launch_train_with_config(self.config, self)
+            self.train_with_config(self.config)
             return
         if steps_per_epoch is None:
             raise ValueError("train() needs steps_per_epoch")
@@ -316,8 +341,6 @@ class Trainer:
         extra_callbacks=None,
     ) -> None:
         """``train`` with the default callbacks and monitors filled in where not given."""
-        from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS
-
         callbacks = list(callbacks or [])
         extra_callbacks = DEFAULT_CALLBACKS() if extra_callbacks is None else list(extra_callbacks)
         monitors = DEFAULT_MONITORS() if monitors is None else list(monitors)
@@ -333,6 +356,34 @@ class Trainer:
             max_epoch,
         )
 
+    def train_with_config(self, config: TrainConfig) -> None:
+        """Build the config's model with this trainer and train it (``launch_train_with_config``).
+
+        Sets the log directory if the config names one (chief only), builds the graph from the
+        config (a SingleCostTrainer turns the dataflow into an InputSource with
+        ``apply_default_prefetch`` and calls ``setup_graph(...)`` with the model), then calls
+        ``train_with_defaults(...)`` with the rest of the config.
+        """
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"train_with_config takes a TrainConfig, got {type(config).__name__}")
+        if config.logdir is not None and self.is_chief and logger.get_logger_dir() != config.logdir:
+            logger.set_logger_dir(config.logdir, action=config.logdir_action)
+        self._setup_graph_from_config(config)
+        _warn_unused_regularization()
+        session_creator = config.session_creator
+        if session_creator is None:
+            session_creator = NewSessionCreator(config=config.session_config)
+        self.train_with_defaults(
+            callbacks=config.callbacks,
+            extra_callbacks=config.extra_callbacks,
+            monitors=config.monitors,
+            session_creator=session_creator,
+            session_init=config.session_init,
+            steps_per_epoch=config.steps_per_epoch,
+            starting_epoch=config.starting_epoch,
+            max_epoch=config.max_epoch,
+        )
+
     def _setup_graph_from_config(self, config) -> None:
         """What ``launch_train_with_config`` does with the config's model and input: this base
         trainer builds its own graph, so it takes neither."""
@@ -345,3 +396,16 @@ class Trainer:
     # ---- predictors (tower trainers build them) ------------------------------------------------
     def get_predictor(self, input_names, output_names, device: int = 0):
         raise NotImplementedError(f"{type(self).__name__} cannot build predictors; use a TowerTrainer")
+
+
+def _warn_unused_regularization() -> None:
+    losses = tfv1.get_collection(tfv1.GraphKeys.REGULARIZATION_LOSSES)
+    if not losses:
+        return
+    consumers = {op for t in losses for op in t.consumers()}
+    if not consumers:
+        logger.warning(
+            "%d regularization loss(es) are in REGULARIZATION_LOSSES but the cost does not use them; "
+            "add tf.compat.v1.losses.get_regularization_loss() to the cost",
+            len(losses),
+        )

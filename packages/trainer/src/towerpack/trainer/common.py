@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 
+from towerpack.dataflow.placement import PlacementError, placement
+
 from .compat import tf, tfv1
 
 __all__ = [
@@ -124,10 +126,20 @@ def _versions() -> list[tuple[str, str]]:
     return rows
 
 
+def _placement() -> str:
+    try:
+        p = placement()
+    except PlacementError as e:
+        return f"invalid: {e}"
+    where = f"rank {p.rank} of {p.world_size}, local {p.local_rank} of {p.local_size}, node {p.node_rank}"
+    return f"{where} (from {p.launcher.value})"
+
+
 def collect_env_info() -> str:
     """A two-column table of what matters in a bug report: Python, numpy and TensorFlow
     versions and paths, TensorFlow's CUDA build, the visible GPUs, towerpack's and Horovod's
-    versions, and the environment variables that change device placement."""
+    versions, this process's place in its job, and the environment variables that change device
+    placement."""
     build = tf.sysconfig.get_build_info()
     rows = [
         ("sys.platform", sys.platform),
@@ -140,6 +152,7 @@ def collect_env_info() -> str:
         ("GPUs", ", ".join(d.name for d in tf.config.list_physical_devices("GPU")) or "none"),
         ("CPUs", str(os.cpu_count())),
         *_versions(),
+        ("placement", _placement()),
     ]
     for var in ("CUDA_VISIBLE_DEVICES", "TF_CONFIG", "RANK", "WORLD_SIZE", "OMP_NUM_THREADS"):
         rows.append((var, os.environ.get(var, "(unset)")))

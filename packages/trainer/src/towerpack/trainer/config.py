@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from towerpack.dataflow.base import dataflow_len
+
 from . import logger
-from .callbacks.base import Callback
+from .callback import Callback
 from .callbacks.graph import RunUpdateOps
 from .callbacks.input_wait import InputWaitTracker
 from .callbacks.monitor import JSONWriter, MonitorBase, ScalarPrinter, TFEventWriter
@@ -85,7 +87,7 @@ class TrainConfig:
         tower=None,
         predict_tower=None,
         logdir=None,
-        logdir_action: str = "k",
+        logdir_action: logger.DirAction | str = logger.DirAction.KEEP,
         **kwargs,
     ):
         if kwargs:
@@ -151,13 +153,18 @@ class TrainConfig:
             raise ValueError(f"bad epochs: starting_epoch={self.starting_epoch}, max_epoch={self.max_epoch}")
 
     def _size(self) -> int:
-        try:
-            if self.dataflow is not None:
-                return len(self.dataflow)
-            if self.data is not None:
+        if self.dataflow is not None:
+            size = dataflow_len(self.dataflow)
+            if size is None:
+                raise ValueError(
+                    f"steps_per_epoch is required: the dataflow {type(self.dataflow).__name__} has no length"
+                )
+            return size
+        if self.data is not None:
+            try:
                 return self.data.size()
-        except (NotImplementedError, TypeError) as e:
-            raise ValueError(f"steps_per_epoch is required: the input's size is unknown ({e})") from e
+            except NotImplementedError as e:
+                raise ValueError(f"steps_per_epoch is required: the input's size is unknown ({e})") from e
         raise ValueError("steps_per_epoch is required when there is no dataflow or data")
 
 
@@ -184,11 +191,9 @@ class AutoResumeTrainConfig(TrainConfig):
     """
 
     def __init__(self, always_resume: bool = True, **kwargs):
-        from .logger import get_logger_dir
-
         super().__init__(**kwargs)
         self.resumed_from = None
-        logdir = self.logdir or get_logger_dir()
+        logdir = self.logdir or logger.get_logger_dir()
         ckpt = _latest_checkpoint(logdir)
         if ckpt is None:
             return

@@ -12,8 +12,8 @@ import copy
 import os
 
 from . import logger
-from .base import NewSessionCreator, default_session_config
 from .compat import tf, tfv1
+from .sesscreate import NewSessionCreator, default_session_config
 
 __all__ = [
     "copy_config",

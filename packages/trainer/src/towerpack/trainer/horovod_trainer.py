@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import os
 
+from towerpack.dataflow.placement import PlacementError
+
 from . import logger
 from .base import NewSessionCreator
 from .callbacks.base import Callback
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
+from .horovod_rendezvous import RendezvousError, gloo_rendezvous
 from .tower import TrainTowerContext
 from .tower_trainer import SingleCostTrainer
 
@@ -21,7 +24,11 @@ _HOROVOD_DEFAULTS = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30", "HOROVOD_STALL_SH
 
 
 def import_horovod():
-    """``horovod.tensorflow``, initialized; a clear error when it is missing or cannot start."""
+    """``horovod.tensorflow``, initialized; a clear error when it is missing or cannot start.
+
+    Ranks that srun, mpirun or torchrun started get their Gloo rendezvous from
+    :mod:`~towerpack.trainer.horovod_rendezvous` first.
+    """
     try:
         import horovod.tensorflow as hvd
     # A Horovod built against another TensorFlow fails to load its ops with other errors.
@@ -33,8 +40,13 @@ def import_horovod():
         ) from e
     for key, value in _HOROVOD_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if hvd.is_initialized():
+        return hvd
     try:
-        hvd.init()
+        with gloo_rendezvous():
+            hvd.init()
+    except (RendezvousError, PlacementError):
+        raise
     except Exception as e:
         raise RuntimeError(
             f"hvd.init() failed: {e}. Start the job with `launch --np N script.py` (or horovodrun) so "
@@ -98,6 +110,10 @@ class HorovodTrainer(SingleCostTrainer):
                     grad = tf.convert_to_tensor(grad)
                 reduced.append((self.hvd.allreduce(grad, op=op, compression=self.compression), var))
         return reduced
+
+    def allreduce_sum(self, tensor, name: str | None = None):
+        """The sum of ``tensor`` over the ranks (a Horovod allreduce)."""
+        return self.hvd.allreduce(tensor, op=self.hvd.Sum, name=name)
 
     def _setup_graph(self, input, get_cost_fn, get_opt_fn):
         logger.info("Building the graph of one training tower (Horovod, %d ranks) ...", self.size)

@@ -13,8 +13,11 @@ import shutil
 import sys
 import time
 
+from .choice import Choice
+
 __all__ = [
     "LOGGER",
+    "DirAction",
     "auto_set_dir",
     "debug",
     "error",
@@ -44,12 +47,24 @@ warn = LOGGER.warning
 error = LOGGER.error
 exception = LOGGER.exception
 
-_ACTIONS = {
-    "k": "keep: use the directory as it is (appending, resuming)",
-    "b": "backup: rename it to <dir>-<time> and start an empty one",
-    "d": "delete: remove it and start an empty one",
-    "n": "new: leave it alone and log into <dir>-<time> instead",
-    "q": "quit: refuse (raise FileExistsError)",
+
+class DirAction(Choice):
+    """What ``set_logger_dir`` does with a directory that exists and is not empty (the reference's
+    letters; a word is taken by its first letter)."""
+
+    KEEP = "k"
+    BACKUP = "b"
+    DELETE = "d"
+    NEW = "n"
+    QUIT = "q"
+
+
+_EXPLAINED = {
+    DirAction.KEEP: "keep: use the directory as it is (appending, resuming)",
+    DirAction.BACKUP: "backup: rename it to <dir>-<time> and start an empty one",
+    DirAction.DELETE: "delete: remove it and start an empty one",
+    DirAction.NEW: "new: leave it alone and log into <dir>-<time> instead",
+    DirAction.QUIT: "quit: refuse (raise FileExistsError)",
 }
 _LOG_DIR: str | None = None
 _FILE_HANDLER: logging.Handler | None = None
@@ -65,36 +80,36 @@ def _fresh_name(dirname: str) -> str:
     return name
 
 
-def set_logger_dir(dirname: str, action: str | None = None) -> str:
+def set_logger_dir(dirname: str, action: DirAction | str | None = None) -> str:
     """Use ``dirname`` for logs, checkpoints, event files and stats.json; returns the directory used.
 
     Args:
         dirname: the directory; created if missing.
-        action: what to do if it exists and is not empty: one of ``k`` (keep), ``b`` (backup),
-            ``d`` (delete), ``n`` (new directory with a time suffix) or ``q`` (quit). With no
-            action a non-empty directory is an error, so nothing is ever overwritten silently.
+        action: what to do if it exists and is not empty: a ``DirAction`` or one of ``k`` (keep),
+            ``b`` (backup), ``d`` (delete), ``n`` (new directory with a time suffix) or ``q`` (quit).
+            With no action a non-empty directory is an error, so nothing is ever overwritten silently.
     """
     global _LOG_DIR, _FILE_HANDLER
-    if action is not None:
+    if isinstance(action, str):
         action = action.lower()[:1]
-        if action not in _ACTIONS:
-            raise ValueError(f"unknown logger dir action {action!r}; choose one of {sorted(_ACTIONS)}")
+    if action is not None:
+        action = DirAction.parse(action, "logger dir action")
     dirname = os.path.normpath(os.fspath(dirname))
     if os.path.isdir(dirname) and os.listdir(dirname):
-        if action is None or action == "q":
-            options = "; ".join(f"{k!r} = {v}" for k, v in _ACTIONS.items())
+        if action is None or action is DirAction.QUIT:
+            options = "; ".join(f"{k.value!r} = {v}" for k, v in _EXPLAINED.items())
             raise FileExistsError(
                 f"log directory {dirname} exists and is not empty; pass action= to set_logger_dir "
                 f"(or TrainConfig(logdir_action=...)): {options}"
             )
-        if action == "b":
+        if action is DirAction.BACKUP:
             backup = _fresh_name(dirname)
             shutil.move(dirname, backup)
             info("Existing log directory moved to %s", backup)
-        elif action == "d":
+        elif action is DirAction.DELETE:
             shutil.rmtree(dirname)
             info("Existing log directory %s deleted", dirname)
-        elif action == "n":
+        elif action is DirAction.NEW:
             dirname = _fresh_name(dirname)
             info("Using a new log directory %s", dirname)
     elif os.path.exists(dirname) and not os.path.isdir(dirname):
@@ -111,7 +126,7 @@ def set_logger_dir(dirname: str, action: str | None = None) -> str:
     return dirname
 
 
-def auto_set_dir(action: str | None = None, name: str | None = None) -> str:
+def auto_set_dir(action: DirAction | str | None = None, name: str | None = None) -> str:
     """``set_logger_dir('train_log/<script name>[:name]', action)``, named after the running script."""
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None)

@@ -9,13 +9,16 @@ script trains on a laptop. The older form ``Trainer(config, ...)`` takes the dev
 from __future__ import annotations
 
 from . import logger
+from .base import DataFlowInput
 from .callbacks.graph import RunOp
+from .choice import Choice
 from .config import TrainConfig
 from .devices import ensure_cpu_devices, num_cpu_devices, resolve_devices
 from .graph_builder.asynchronous import AsyncMultiGPUBuilder
 from .graph_builder.data_parallel import build_towers
-from .graph_builder.parameter_server import SyncMultiGPUParameterServerBuilder
+from .graph_builder.parameter_server import PSDevice, SyncMultiGPUParameterServerBuilder
 from .graph_builder.replicated import SyncMultiGPUReplicatedBuilder
+from .graph_builder.utils import AllReduceMode
 from .input_source.base import FeedfreeInput
 from .tower_trainer import SingleCostTrainer
 
@@ -25,10 +28,18 @@ __all__ = [
     "SyncMultiGPUTrainer",
     "SyncMultiGPUTrainerParameterServer",
     "SyncMultiGPUTrainerReplicated",
+    "VarStrategy",
 ]
 
 
 _UNSET = object()
+
+
+class VarStrategy(Choice):
+    """How ``build_on_multi_tower`` gives towers their variables (``var_strategy=``)."""
+
+    SHARED = "shared"  # every tower uses tower 0's variables
+    REPLICATED = "replicated"  # tower k>0 gets local copies in variable scope tower{k}
 
 
 def _bind_positionals(owner: str, args: tuple, names: tuple, keywords: dict) -> dict:
@@ -58,7 +69,7 @@ class MultiGPUTrainerBase(SingleCostTrainer):
     Attributes: ``devices``, one device name per tower.
     """
 
-    _default_input = "queue"
+    default_input = DataFlowInput.QUEUE
 
     def __init__(self, gpus, gpu_prefetch: bool = True):
         config = None
@@ -69,20 +80,20 @@ class MultiGPUTrainerBase(SingleCostTrainer):
         self.gpu_prefetch = bool(gpu_prefetch)
 
     @staticmethod
-    def build_on_multi_tower(towers, func, devices=None, var_strategy: str = "shared", vs_names=None):
+    def build_on_multi_tower(
+        towers, func, devices=None, var_strategy: VarStrategy | str = VarStrategy.SHARED, vs_names=None
+    ):
         """Call ``func`` in every tower (older API); returns the list of results.
 
         Args:
             towers: GPU ids, one per tower.
             func: builds one tower.
             devices: one device per tower (default ``/gpu:{id}``).
-            var_strategy: ``"shared"`` (every tower uses tower 0's variables) or ``"replicated"``
-                (tower k>0 gets local copies in variable scope ``tower{k}``).
+            var_strategy: a ``VarStrategy`` or its value: ``"shared"`` (every tower uses tower 0's
+                variables) or ``"replicated"`` (tower k>0 gets local copies in variable scope ``tower{k}``).
             vs_names: the variable scope of each tower, overriding the strategy's default.
         """
-        if var_strategy not in ("shared", "replicated"):
-            raise ValueError(f"var_strategy must be 'shared' or 'replicated', got {var_strategy!r}")
-        replicated = var_strategy == "replicated"
+        replicated = VarStrategy.parse(var_strategy, "var_strategy") is VarStrategy.REPLICATED
         if vs_names is None:
             vs_names = [""] + [f"tower{k}" if replicated else "" for k in range(1, len(towers))]
         return build_towers(towers, func, devices, vs_names, local_replicas=replicated)
@@ -130,8 +141,8 @@ class SyncMultiGPUTrainerReplicated(MultiGPUTrainerBase):
     Args:
         gpus: see ``MultiGPUTrainerBase``.
         average: average the gradients over the towers (sum them otherwise).
-        mode: all-reduce ``"nccl"``, ``"collective"`` or ``"cpu"``; default NCCL between GPUs and
-            ``"cpu"`` between CPU devices.
+        mode: the ``AllReduceMode``, or its value ``"nccl"``, ``"collective"`` or ``"cpu"``; default
+            NCCL between GPUs and ``"cpu"`` between CPU devices.
         gpu_prefetch: see ``MultiGPUTrainerBase``.
         broadcast_every_epoch: default ``BROADCAST_EVERY_EPOCH``.
     """
@@ -143,7 +154,7 @@ class SyncMultiGPUTrainerReplicated(MultiGPUTrainerBase):
         gpus,
         *args,
         average: bool = _UNSET,
-        mode: str | None = _UNSET,
+        mode: AllReduceMode | str | None = _UNSET,
         gpu_prefetch: bool = _UNSET,
         broadcast_every_epoch: bool | None = None,
     ):
@@ -185,18 +196,25 @@ class SyncMultiGPUTrainerParameterServer(MultiGPUTrainerBase):
 
     Args:
         gpus: see ``MultiGPUTrainerBase``.
-        ps_device: ``"gpu"``: variables spread over the towers' devices by size
-            (``LeastLoadedDeviceSetter``); ``"cpu"``: all on ``/cpu:0``.
+        ps_device: a ``PSDevice`` or its value: ``"gpu"``: variables spread over the towers' devices
+            by size (``LeastLoadedDeviceSetter``); ``"cpu"``: all on ``/cpu:0``.
         gpu_prefetch: see ``MultiGPUTrainerBase``.
         average: average the gradients over the towers (sum them otherwise).
     """
 
-    def __init__(self, gpus, ps_device: str = "gpu", gpu_prefetch: bool = True, *, average: bool = True):
+    def __init__(
+        self,
+        gpus,
+        ps_device: PSDevice | str = PSDevice.GPU,
+        gpu_prefetch: bool = True,
+        *,
+        average: bool = True,
+    ):
         super().__init__(gpus, gpu_prefetch)
         self._builder = SyncMultiGPUParameterServerBuilder(
             list(range(len(self.devices))), ps_device, self.devices, average
         )
-        self.ps_device = ps_device
+        self.ps_device = self._builder.ps_device
 
     def _make_builder(self):
         return self._builder
@@ -208,7 +226,7 @@ class SyncMultiGPUTrainerParameterServer(MultiGPUTrainerBase):
 
 def SyncMultiGPUTrainer(gpus, gpu_prefetch: bool = True):
     """``SyncMultiGPUTrainerParameterServer(gpus, ps_device='gpu')``, the usual synchronous trainer."""
-    return SyncMultiGPUTrainerParameterServer(gpus, ps_device="gpu", gpu_prefetch=gpu_prefetch)
+    return SyncMultiGPUTrainerParameterServer(gpus, ps_device=PSDevice.GPU, gpu_prefetch=gpu_prefetch)
 
 
 class AsyncMultiGPUTrainer(MultiGPUTrainerBase):

@@ -9,13 +9,17 @@ the epochs and steps this run trained, and the checkpoint to resume from.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+
+from towerpack.dataflow.placement import placement
 
 from .callbacks.monitor import JSONWriter
 from .callbacks.preemption import PreemptionSaver
 from .compat import tfv1
+from .interface import launch_train_with_config
 
-__all__ = ["announce_resume", "summarize"]
+__all__ = ["announce_resume", "last_accuracy", "summarize", "train_and_summarize"]
 
 
 def announce_resume(config) -> int:
@@ -64,3 +68,25 @@ def summarize(
     print(f"checkpoint: {tfv1.train.latest_checkpoint(config.logdir)}")
     if last < epochs:
         print("run the same command to resume from it (--fresh starts over)")
+
+
+def last_accuracy(stats: list[dict], error_key: str, label: str) -> list[str]:
+    """``["<label>: <1 - last value of error_key>"]`` from stats.json's records, or ``[]``."""
+    errors = [s[error_key] for s in stats if error_key in s]
+    return [f"{label}: {1.0 - errors[-1]:.4f}"] if errors else []
+
+
+def train_and_summarize(
+    config, trainer, what: str, details: Callable[[list[dict]], Iterable[str]] = lambda stats: ()
+) -> None:
+    """Train, saying first where a resumed run continues; then, on the chief, :func:`summarize`:
+    ``what`` was trained on how many processes or towers, and ``details(stats)`` (stats.json's records)."""
+    start_step = announce_resume(config) if trainer.is_chief else 0
+    start = time.monotonic()
+    launch_train_with_config(config, trainer)
+    elapsed = time.monotonic() - start
+    if trainer.is_chief:
+        world = placement().world_size
+        on = f"{world} process(es)" if world > 1 else f"{max(1, len(trainer.devices))} tower(s)"
+        stats = JSONWriter.load_existing_json(config.logdir) or []
+        summarize(f"{what} on {on}", config, trainer, start_step, elapsed, details(stats))

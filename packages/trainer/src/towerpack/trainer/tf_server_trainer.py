@@ -11,16 +11,15 @@ workers blocked on it, so that no task of a broken job waits forever.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import signal
 import sys
 import threading
 import time
 
+from towerpack.dataflow.placement import placement
+
 from . import logger
-from .base import NewSessionCreator, StopTraining
-from .callbacks.preemption import STOP_SIGNALS
 from .cluster import ClusterTask, create_server, read_tf_config
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
@@ -33,6 +32,9 @@ from .graph_builder.distributed import (
     status_queue,
     sync_apply_gradients,
 )
+from .sesscreate import NewSessionCreator
+from .signal_handlers import StopSignalHandlers
+from .stop_training import StopTraining
 from .tower import TrainTowerContext
 from .tower_trainer import SingleCostTrainer
 
@@ -84,16 +86,11 @@ def run_parameter_server(
     logger.info("Parameter server %d: every worker has finished", task.index)
 
 
-@contextlib.contextmanager
-def _serving_through_stop_signals(index: int):
+def _serving_through_stop_signals(index: int) -> StopSignalHandlers:
     """A stop signal (a scheduler's SIGTERM or SIGUSR1, sent to every task at once) does not end a
     parameter server: the workers still need it to finish their step and save a checkpoint. It
     keeps serving until they have finished (or gone silent), as under ``launch``, which signals
     the parameter servers only after the workers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
 
     def note(signum, _frame):
         logger.info(
@@ -102,17 +99,8 @@ def _serving_through_stop_signals(index: int):
             signal.Signals(signum).name,
             " (a second Ctrl-C interrupts it)" if signum == signal.SIGINT else "",
         )
-        if signum == signal.SIGINT:
-            signal.signal(signum, previous[signum])
 
-    for sig in STOP_SIGNALS:
-        if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
-            previous[sig] = signal.signal(sig, note)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return StopSignalHandlers(note)
 
 
 def _watch_workers(sess, take, task: ClusterTask, worker_timeout: float) -> None:
@@ -149,14 +137,6 @@ def worker_configs(task: ClusterTask, config, gpu_index: int | None):
     server = tfv1.ConfigProto()
     server.gpu_options.CopyFrom(session.gpu_options)
     return session, server
-
-
-def _local_rank() -> int | None:
-    value = os.environ.get("LOCAL_RANK")
-    try:
-        return int(value) if value else None
-    except ValueError:
-        raise ValueError(f"LOCAL_RANK must be an integer, got {value!r}") from None
 
 
 class _Heartbeat:
@@ -291,7 +271,7 @@ class DistributedTrainerBase(SingleCostTrainer):
         self.is_chief = self.task.is_chief
         gpus = tf.config.list_physical_devices("GPU")
         # With GPU index g pinned, the process sees that GPU as its GPU:0.
-        self.gpu_index = local_gpu_index(len(gpus), _local_rank())
+        self.gpu_index = local_gpu_index(len(gpus), placement().local_rank)
         self.device = f"{self.task.device}/device:{'GPU' if gpus else 'CPU'}:0"
         self._heartbeat = None
 

@@ -6,7 +6,9 @@ from . import logger
 from .base import Trainer, _once
 from .compat import tf, tfv1
 from .input_source.base import InputSource
+from .interface import apply_default_prefetch
 from .model_desc import build_placeholders
+from .predict.base import OnlinePredictor
 from .tower import PredictTowerContext, TowerFunc, get_current_tower_context
 
 __all__ = ["SingleCostTrainer", "TowerTrainer"]
@@ -45,9 +47,10 @@ class TowerTrainer(Trainer):
     @property
     def vs_name_for_predictor(self) -> str:
         """The variable scope a predictor is built in: that of the (first) training tower."""
-        return self._vs_name_for_predictor(0)
+        return self.training_vs_name(0)
 
-    def _vs_name_for_predictor(self, device: int) -> str:
+    def training_vs_name(self, device: int = 0) -> str:
+        """The variable scope of the training tower on ``device`` (the first one's for another device)."""
         train = self.towers.training()
         if len(train) == 0:
             raise RuntimeError("no training tower was built; predictors reuse its variables")
@@ -61,8 +64,6 @@ class TowerTrainer(Trainer):
         ``initialize``. ``tower=k`` is the older form: the k-th device of the TrainConfig's
         ``predict_tower`` (of a trainer constructed with a config; else device k).
         """
-        from .predict import OnlinePredictor
-
         if tower is not None:
             device = self._predict_tower_device(int(tower))
         device = int(device)
@@ -97,7 +98,7 @@ class TowerTrainer(Trainer):
         gpus = tf.config.list_physical_devices("GPU")
         device_name = f"/gpu:{device}" if device >= 0 and device < len(gpus) else "/cpu:0"
         logger.info("Building predictor tower %s on %s", name, device_name)
-        vs_name = self._vs_name_for_predictor(device)
+        vs_name = self.training_vs_name(device)
         with (
             tfv1.variable_scope(tfv1.get_variable_scope(), reuse=True),
             tfv1.device(device_name),
@@ -174,8 +175,6 @@ class SingleCostTrainer(TowerTrainer):
 
     def _input_from_config(self, config) -> InputSource:
         """The InputSource to train on: the config's, or its DataFlow through ``apply_default_prefetch``."""
-        from .interface import apply_default_prefetch
-
         source = config.data if config.data is not None else config.dataflow
         if source is None:
             raise ValueError("TrainConfig needs dataflow= or data= to train a model")

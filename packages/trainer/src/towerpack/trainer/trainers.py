@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import logger
-from .base import Trainer
+from .base import DataFlowInput, Trainer
 from .input_source.base import FeedfreeInput, InputSource
 from .input_source.queue import QueueInput
 from .tower import TowerFunc, TrainTowerContext, get_current_tower_context
@@ -22,7 +22,7 @@ __all__ = [
 class SimpleTrainer(SingleCostTrainer):
     """One training tower on the default device; a DataFlow is fed through ``FeedInput``."""
 
-    _default_input = "feed"
+    default_input = DataFlowInput.FEED
 
     def _setup_graph(self, input, get_cost_fn, get_opt_fn):
         logger.info("Building the graph of one training tower ...")
@@ -57,7 +57,7 @@ def _feedfree_input(trainer, config, kind: type = FeedfreeInput, queue=None) -> 
 class QueueInputTrainer(SimpleTrainer):
     """SimpleTrainer reading through a ``QueueInput`` (older name; ``input_queue`` is its TF queue)."""
 
-    _default_input = "queue"
+    default_input = DataFlowInput.QUEUE
 
     def __init__(self, config=None, input_queue=None):
         super().__init__(config)
@@ -72,7 +72,7 @@ class QueueInputTrainer(SimpleTrainer):
 class SimpleFeedfreeTrainer(SimpleTrainer):
     """Older name: SimpleTrainer on a FeedfreeInput (a DataFlow goes through a QueueInput)."""
 
-    _default_input = "queue"
+    default_input = DataFlowInput.QUEUE
 
     def __init__(self, config=None):
         super().__init__(config)

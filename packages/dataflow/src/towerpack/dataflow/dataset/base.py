@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 
 from ..base import DataFlow
-from ..sharding import Remainder, Shard
+from ..sharding import Remainder, SelfSharding, Shard
+from .files import Split
 
-__all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "read_labelled_image"]
+__all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "LabelledImageFiles", "read_labelled_image"]
 
 #: The seed of the epoch order when none is given: every process of a job must agree on it.
 DEFAULT_SEED = 0
 
 
-class IndexedDataset(DataFlow):
+class IndexedDataset(SelfSharding, DataFlow):
     """Items ``0 .. n-1`` in a ``(seed, epoch)`` order, of which this process yields its shard.
 
     Subclasses take the keyword arguments below as ``**order``, pass them to :meth:`_init_order`
@@ -37,7 +38,7 @@ class IndexedDataset(DataFlow):
             split only, so a chief-only validation sees the whole test set.
         seed: the seed of the epoch orders (the same in every process of a job).
         remainder: how the ranks' shares are made equal: ``"pad"``, ``"drop"`` or ``"uneven"``.
-        rank, world_size: override the launcher's ``RANK`` / ``WORLD_SIZE``.
+        rank, world_size: override the rank and world size of this process's ``placement()``.
     """
 
     shuffle: bool
@@ -59,8 +60,14 @@ class IndexedDataset(DataFlow):
         self.remainder = Remainder.parse(remainder)
         self.rank, self.world_size = rank, world_size
         if self.shards_itself:
-            Shard.current(rank, world_size)  # a bad RANK or override fails here, not in a worker
+            Shard.current(rank, world_size)  # a bad placement or override fails here, not in a worker
         self._epoch = 0
+
+    def _init_split_order(self, split: Split, shuffle: bool | None, **order: Any) -> None:
+        """:meth:`_init_order` for a reader of ``split``: shuffled and sharded when it is the training
+        split (``shuffle`` given overrides the first)."""
+        training = split is Split.TRAIN
+        self._init_order(training if shuffle is None else shuffle, training=training, **order)
 
     # -- for subclasses --------------------------------------------------------------------------
 
@@ -76,15 +83,6 @@ class IndexedDataset(DataFlow):
 
     def reset_state(self) -> None:
         self._epoch = 0
-
-    def shard(self) -> Shard:
-        """The shard this process reads (all of it when not sharding)."""
-        return Shard.current(self.rank, self.world_size) if self.shards_itself else Shard()
-
-    def __len__(self) -> int:
-        """This process's items per epoch."""
-        n = self._count()
-        return self.shard().length(n, self.remainder) if self.shards_itself else n
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """All ``n`` item indices in epoch ``epoch``'s order (from 1), the same in every process."""
@@ -123,6 +121,24 @@ class ArrayDataset(IndexedDataset):
 
     def _get(self, index: int) -> list[Any]:
         return [getattr(self, name)[index] for name in self._columns]
+
+
+class LabelledImageFiles(IndexedDataset):
+    """An :class:`IndexedDataset` of image files: item ``i`` is ``imglist[i] = (path, label)``, read
+    as ``[BGR uint8 image, label]``; ``class_names[label]`` names each label."""
+
+    imglist: list[tuple[str, int]]
+    class_names: list[str]
+
+    def get_label_names(self) -> list[str]:
+        """The name of each class, in label order."""
+        return list(self.class_names)
+
+    def _count(self) -> int:
+        return len(self.imglist)
+
+    def _get(self, index: int) -> list[Any]:
+        return read_labelled_image(*self.imglist[index])
 
 
 def read_labelled_image(path: str, label: int) -> list[Any]:

@@ -79,8 +79,4 @@ class BSDS500(ArrayDataset):
                     f"{f}: image {im.shape[:2]} / ground truth {gt.shape}, expected {(IMG_H, IMG_W)}"
                 )
             self.data[i], self.label[i] = im, gt
-        self._init_order(
-            shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
+        self._init_split_order(split, shuffle, **order)

@@ -56,8 +56,4 @@ class Caltech101Silhouettes(ArrayDataset):
             )
         self.images = data.reshape(-1, 28, 28)
         self.labels = labels.ravel() - 1
-        self._init_order(
-            shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
+        self._init_split_order(split, shuffle, **order)

@@ -95,11 +95,7 @@ class CifarBase(IndexedDataset):
         require_files(name, [*self.fs, self._meta_path()], self._how_to_get())
         images, labels = self._read(self.fs)
         self.data = [[img, label] for img, label in zip(images, labels, strict=True)]
-        self._init_order(
-            split is Split.TRAIN if shuffle is None else shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
+        self._init_split_order(split, shuffle, **order)
 
     def _folder(self) -> str:
         return os.path.join(self.dir, _FOLDERS[self.cifar_classnum])

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import IndexedDataset, read_labelled_image
+from .base import IndexedDataset, LabelledImageFiles, read_labelled_image
 from .blobproto import read_blobproto
 from .files import DatasetFormatError, Split, get_dataset_path, require_files
 
@@ -207,11 +207,7 @@ class ILSVRC12Files(IndexedDataset):
             f"{self.full_dir} does not match {split.value}.txt of {meta.dir} "
             f"(dir_structure={self.dir_structure.value!r}).",
         )
-        self._init_order(
-            split is Split.TRAIN if shuffle is None else shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
+        self._init_split_order(split, shuffle, **order)
 
     def _count(self) -> int:
         return len(self.imglist)
@@ -251,7 +247,7 @@ class ILSVRC12(ILSVRC12Files):
         return out
 
 
-class TinyImageNet(IndexedDataset):
+class TinyImageNet(LabelledImageFiles):
     """Tiny ImageNet (200 classes): ``[BGR uint8 (64, 64, 3), int label 0..199]``.
 
     Args:
@@ -297,18 +293,5 @@ class TinyImageNet(IndexedDataset):
                 if len(parts) < 2 or parts[1] not in labels:
                     raise DatasetFormatError(f"{ann_file}:{lineno}: expected 'file wnid ...', got {line!r}")
                 self.imglist.append((os.path.join(self.dir, "val", "images", parts[0]), labels[parts[1]]))
-        self._init_order(
-            split is Split.TRAIN if shuffle is None else shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
-
-    def get_label_names(self) -> list[str]:
-        """The wnid of each class."""
-        return list(self.wnids)
-
-    def _count(self) -> int:
-        return len(self.imglist)
-
-    def _get(self, index: int) -> list[Any]:
-        return read_labelled_image(*self.imglist[index])
+        self.class_names = self.wnids
+        self._init_split_order(split, shuffle, **order)

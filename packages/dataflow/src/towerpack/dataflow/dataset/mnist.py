@@ -93,11 +93,7 @@ class Mnist(ArrayDataset):
                 f"{self.labels.shape[0]} labels"
             )
         self.images = images.astype(np.float32) / 255.0
-        self._init_order(
-            shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
+        self._init_split_order(split, shuffle, **order)
 
     def get_label_names(self) -> list[str]:
         """The name of each class."""

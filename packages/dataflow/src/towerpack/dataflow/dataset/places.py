@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import IndexedDataset, read_labelled_image
+from .base import LabelledImageFiles
 from .files import DatasetFormatError, Split, require_files
 
 __all__ = ["Places365Standard"]
@@ -18,7 +18,7 @@ __all__ = ["Places365Standard"]
 PLACES_URL = "http://places2.csail.mit.edu/download.html"
 
 
-class Places365Standard(IndexedDataset):
+class Places365Standard(LabelledImageFiles):
     """Places365-Standard; see the module docstring.
 
     Args:
@@ -57,21 +57,7 @@ class Places365Standard(IndexedDataset):
                         f"{label_file}:{lineno}: expected '<split>/<class>/<file>', got {rel!r}"
                     )
                 entries.append((os.path.join(self.dir, rel), parts[1]))
-        self._labels = sorted({c for _, c in entries})
-        ids = {c: i for i, c in enumerate(self._labels)}
-        self._files = [(path, ids[c]) for path, c in entries]
-        self._init_order(
-            split is Split.TRAIN if shuffle is None else shuffle,
-            training=split is Split.TRAIN,
-            **order,
-        )
-
-    def get_label_names(self) -> list[str]:
-        """The name of each class, in label order."""
-        return list(self._labels)
-
-    def _count(self) -> int:
-        return len(self._files)
-
-    def _get(self, index: int) -> list[Any]:
-        return read_labelled_image(*self._files[index])
+        self.class_names = sorted({c for _, c in entries})
+        ids = {c: i for i, c in enumerate(self.class_names)}
+        self.imglist = [(path, ids[c]) for path, c in entries]
+        self._init_split_order(split, shuffle, **order)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..seeding import new_stream_key, stream_seed
+from . import transform
 from .transform import (
     BaseTransform,
     LazyTransform,
@@ -235,3 +236,7 @@ class AugmentorList(ImageAugmentor):
         return f"imgaug.AugmentorList([\n{inner}])"
 
     __str__ = __repr__
+
+
+# The reference also defines the augmentor base's old name in its transform module.
+transform.TransformAugmentorBase = ImageAugmentor

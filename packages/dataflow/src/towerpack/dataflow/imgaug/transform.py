@@ -348,12 +348,3 @@ class LazyTransform(BaseTransform):
         return repr(self._transform)
 
     __str__ = __repr__
-
-
-def __getattr__(name: str) -> Any:
-    # The reference defines its augmentor base's old name here too; base.py imports this module.
-    if name == "TransformAugmentorBase":
-        from .base import ImageAugmentor
-
-        return ImageAugmentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

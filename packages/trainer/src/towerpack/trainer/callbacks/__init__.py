@@ -1,6 +1,6 @@
 """Callbacks and monitors: everything that runs around the training loop."""
 
-from .base import Callback, CallbackFactory, ProxyCallback
+from ..callback import Callback, CallbackFactory, ProxyCallback
 from .concurrency import StartProcOrThread
 from .data_parallel_inference import DataParallelInferenceRunner
 from .distributed_inference import DistributedInferenceRunner

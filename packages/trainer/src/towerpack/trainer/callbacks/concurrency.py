@@ -8,7 +8,7 @@ import signal
 import threading
 
 from .. import logger
-from .base import Callback
+from ..callback import Callback
 
 __all__ = ["StartProcOrThread"]
 

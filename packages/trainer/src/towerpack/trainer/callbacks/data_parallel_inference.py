@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 from ..compat import tf, tfv1
+from ..devices import resolve_devices
 from ..input_source.queue import QueueInput
 from ..tower import PredictTowerContext
-from .inference_runner import InferenceRunnerBase, _is_dataflow, _training_vs_name
+from .inference_runner import InferenceRunnerBase, _is_dataflow
 
 logger = logging.getLogger("towerpack.trainer.callbacks")
 
@@ -44,9 +45,7 @@ class DataParallelInferenceRunner(InferenceRunnerBase):
         self._tower_func = tower_func
 
     def _setup_graph(self) -> None:
-        from ..devices import resolve_devices
-
-        tower_func = self._tower_func or getattr(self.trainer, "tower_func", None)
+        tower_func = self._tower_func or self.trainer.tower_func
         if tower_func is None:
             raise ValueError(f"{self} needs tower_func= when the trainer has no tower function")
         self._setup_input(tower_func.input_signature)
@@ -58,7 +57,7 @@ class DataParallelInferenceRunner(InferenceRunnerBase):
                 with (
                     tf.device(device),
                     tfv1.variable_scope(tfv1.get_variable_scope(), reuse=True),
-                    PredictTowerContext(f"{self._tower_name}{i}", vs_name=_training_vs_name(self.trainer, i)),
+                    PredictTowerContext(f"{self._tower_name}{i}", vs_name=self.trainer.training_vs_name(i)),
                 ):
                     tower_func(*inputs)
                 fetches, self._slices = self._fetches_in(tower_func.towers[-1])

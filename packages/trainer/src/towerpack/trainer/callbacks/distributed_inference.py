@@ -28,7 +28,7 @@ class DistributedInferenceRunner(InferenceRunner):
     _chief_only = False
 
     def _setup_graph(self) -> None:
-        hvd = getattr(self.trainer, "hvd", None)
+        hvd = self.trainer.hvd
         if hvd is None:
             raise TypeError(
                 f"DistributedInferenceRunner needs a HorovodTrainer, not {type(self.trainer).__name__}"

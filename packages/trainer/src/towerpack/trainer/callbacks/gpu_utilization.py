@@ -11,7 +11,8 @@ import os
 import threading
 
 from .. import logger
-from .base import Callback
+from ..callback import Callback
+from ..stop_training import StopTraining
 
 __all__ = ["GPUUtilizationTracker"]
 
@@ -63,9 +64,8 @@ def _default_devices(trainer) -> list:
         if visible.strip() in ("", "-1"):
             return []  # every GPU hidden
         return [int(d) if d.strip().isdigit() else d.strip() for d in visible.split(",")]
-    hvd = getattr(trainer, "hvd", None)
-    if hvd is not None:
-        return [hvd.local_rank()]
+    if trainer.hvd is not None:
+        return [trainer.hvd.local_rank()]
     return None
 
 
@@ -147,8 +147,6 @@ class GPUUtilizationTracker(Callback):
         if self._sampler is None:
             return
         if self._sampler.error is not None:
-            from ..base import StopTraining
-
             logger.error("GPUUtilizationTracker: sampling the GPUs failed: %r", self._sampler.error)
             raise StopTraining(f"GPUUtilizationTracker failed: {self._sampler.error!r}")
         samples = self._epoch_samples[:-1] if len(self._epoch_samples) > 1 else self._epoch_samples

@@ -11,9 +11,9 @@ import os
 import numpy as np
 
 from .. import logger
+from ..callback import Callback
 from ..common import get_op_tensor_name
 from ..compat import tf, tfv1
-from .base import Callback
 
 __all__ = [
     "CheckNumerics",

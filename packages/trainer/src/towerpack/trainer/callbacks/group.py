@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from .. import logger
+from ..callback import Callback, _overrides
 from ..compat import tfv1
-from .base import Callback, _overrides
 
 __all__ = ["CallbackToHook", "Callbacks"]
 

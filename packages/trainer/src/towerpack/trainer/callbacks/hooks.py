@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
+from ..callback import Callback
 from ..compat import tfv1
-from .base import Callback
 
 __all__ = ["HookToCallback"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Callback
+from ..callback import Callback
 
 __all__ = ["BinaryClassificationStats", "ClassificationError", "Inferencer", "ScalarStats"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import time
 
+from ..callback import Callback
 from ..compat import tf, tfv1
 from ..hooked_session import HookedRuns
 from ..input_source.base import InputSource
 from ..input_source.feed import FeedInput
 from ..input_source.staging import StagingInput
 from ..tower import PredictTowerContext
-from .base import Callback
 from .group import CallbackToHook
 from .inference import Inferencer
 
@@ -34,17 +34,6 @@ def _device_name(device) -> str:
     if device < 0 or not tf.config.list_physical_devices("GPU"):
         return "/cpu:0"
     return f"/gpu:{device}"
-
-
-def _training_vs_name(trainer, device) -> str:
-    """The variable scope of the training variables a prediction tower on ``device`` should reuse."""
-    fn = getattr(trainer, "_vs_name_for_predictor", None)
-    if callable(fn):
-        return fn(device if isinstance(device, int) else 0)
-    try:
-        return trainer.tower_func.towers.training()[0].vs_name or ""
-    except (AttributeError, IndexError, TypeError):
-        return ""
 
 
 def _is_dataflow(x) -> bool:
@@ -174,17 +163,18 @@ class InferenceRunner(InferenceRunnerBase):
         self._device = device
 
     def _setup_graph(self) -> None:
-        tower_func = self._tower_func or getattr(self.trainer, "tower_func", None)
+        tower_func = self._tower_func or self.trainer.tower_func
         if tower_func is None:
             raise ValueError(f"{self} needs tower_func= when the trainer has no tower function")
         self._setup_input(tower_func.input_signature)
+        vs_name = self.trainer.training_vs_name(self._device if isinstance(self._device, int) else 0)
         # A tower is named from the root, not under this callback's name scope.
         with self.graph.name_scope(None):
             inputs = self._input.get_input_tensors()
             with (
                 tf.device(_device_name(self._device)),
                 tfv1.variable_scope(tfv1.get_variable_scope(), reuse=True),
-                PredictTowerContext(self._tower_name, vs_name=_training_vs_name(self.trainer, self._device)),
+                PredictTowerContext(self._tower_name, vs_name=vs_name),
             ):
                 tower_func(*inputs)
             self._setup_input_callbacks()

@@ -13,8 +13,8 @@ import enum
 import time
 from dataclasses import dataclass
 
+from ..callback import Callback
 from ..input_source.wait_clock import WaitClock
-from .base import Callback
 
 __all__ = ["INPUT_BOUND_THRESHOLD", "InputWait", "InputWaitTracker", "Verdict"]
 

@@ -10,7 +10,8 @@ import subprocess
 import time
 from collections import deque
 
-from .base import Callback
+from ..callback import Callback
+from ..choice import Choice
 
 logger = logging.getLogger("towerpack.trainer.callbacks")
 
@@ -85,6 +86,13 @@ def _run_command(cmd: str) -> None:
         logger.error("Command %r failed with exit code %d", cmd, result.returncode)
 
 
+class Shell(Choice):
+    """The shell ``InjectShell`` opens."""
+
+    IPYTHON = "ipython"
+    PDB = "pdb"
+
+
 class InjectShell(Callback):
     """At every trigger (by default, after every epoch), if ``file`` exists, open a shell
     (IPython's, or pdb with ``shell='pdb'``) inside the training process, with ``self`` and
@@ -93,10 +101,9 @@ class InjectShell(Callback):
     stop getting them; it is deleted after training.
     """
 
-    def __init__(self, file: str = "INJECT_SHELL.tmp", shell: str = "ipython"):
-        if shell not in ("ipython", "pdb"):
-            raise ValueError(f"shell must be 'ipython' or 'pdb', got {shell!r}")
-        if shell == "ipython" and importlib.util.find_spec("IPython") is None:
+    def __init__(self, file: str = "INJECT_SHELL.tmp", shell: Shell | str = Shell.IPYTHON):
+        shell = Shell.parse(shell, "shell")
+        if shell is Shell.IPYTHON and importlib.util.find_spec("IPython") is None:
             raise ValueError(
                 "InjectShell(shell='ipython') needs IPython (pip install ipython); or use shell='pdb'"
             )
@@ -105,12 +112,12 @@ class InjectShell(Callback):
 
     def _trigger(self) -> None:
         if os.path.isfile(self._file):
-            logger.info("%s exists: opening a %s shell", self._file, self._shell)
+            logger.info("%s exists: opening a %s shell", self._file, self._shell.value)
             self._inject()
 
     def _inject(self) -> None:
         trainer = self.trainer  # noqa: F841  (for the user, in the shell)
-        if self._shell == "ipython":
+        if self._shell is Shell.IPYTHON:
             import IPython
 
             IPython.embed()

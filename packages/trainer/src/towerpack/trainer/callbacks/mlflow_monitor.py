@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from .. import logger
+from ..stop_training import StopTraining
 from .monitor import MonitorBase
 
 __all__ = ["MLflowMonitor"]
@@ -161,8 +162,6 @@ class MLflowMonitor(MonitorBase):
         if self._client is None:
             return
         error = sys.exc_info()[1]  # the exception ending training, if any
-        from ..base import StopTraining
-
         if error is None or isinstance(error, StopTraining):
             status = "FINISHED"
         elif isinstance(error, KeyboardInterrupt):

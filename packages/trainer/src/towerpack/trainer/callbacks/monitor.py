@@ -19,9 +19,9 @@ from collections import defaultdict
 import numpy as np
 
 from .. import logger
+from ..callback import Callback
 from ..compat import tfv1
 from ..tower import strip_tower_prefix
-from .base import Callback
 
 __all__ = [
     "JSONWriter",
@@ -170,9 +170,7 @@ class Monitors(Callback):
 
 
 def _log_dir(logdir):
-    from ..logger import get_logger_dir
-
-    return logdir if logdir is not None else get_logger_dir()
+    return logdir if logdir is not None else logger.get_logger_dir()
 
 
 class TFEventWriter(MonitorBase):
@@ -284,9 +282,7 @@ class JSONWriter(MonitorBase):
     @staticmethod
     def load_existing_json(dirname: str | None = None) -> list[dict] | None:
         """The records of ``stats.json`` in a directory (default: the log dir), or None."""
-        from ..logger import get_logger_dir
-
-        dirname = dirname or get_logger_dir()
+        dirname = dirname or logger.get_logger_dir()
         if dirname is None:
             return None
         fname = os.path.join(dirname, JSONWriter.FILENAME)

@@ -15,9 +15,9 @@ from collections import deque
 
 import numpy as np
 
+from ..callback import Callback
 from ..compat import tfv1
 from ..logger import get_logger_dir
-from .base import Callback
 
 logger = logging.getLogger("towerpack.trainer.callbacks")
 
@@ -151,13 +151,14 @@ class HyperParamSetter(Callback):
         self.param.set_value(value)
         if _same(old, value):
             return
-        trainer = getattr(self, "trainer", None)
-        epoch = getattr(trainer, "epoch_num", None)
+        # Before training (set_param from user code) there is no trainer yet.
+        trainer = self.trainer
+        epoch = trainer.epoch_num if trainer is not None else None
         if epoch != self._logged_epoch:
             self._logged_epoch = epoch
             logger.info(
                 "[HyperParamSetter] at global step %s, %s changes from %s to %s",
-                getattr(trainer, "global_step", None),
+                trainer.global_step if trainer is not None else None,
                 self.param.readable_name,
                 _fmt(old),
                 _fmt(value),

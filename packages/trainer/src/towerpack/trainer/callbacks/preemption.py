@@ -10,19 +10,21 @@ same command then resumes from that checkpoint with ``AutoResumeTrainConfig``.
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 from .. import logger
+from ..callback import Callback
 from ..compat import tf, tfv1
-from .base import Callback
+from ..signal_handlers import STOP_SIGNALS, StopSignalHandlers
+from ..stop_training import StopTraining
 from .saver import ModelSaver
 
 __all__ = ["STOP_SIGNALS", "VOTE_EVERY_S", "PreemptionSaver"]
 
-#: The signals that ask a training to stop (the ones ``launch`` passes on).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-#: How often Horovod ranks compare their stop requests (seconds of steps), and the most steps apart.
+# The all-reduce ops of the trainers whose ranks vote (Horovod's, TensorFlow's collective).
+_ALLREDUCE_OPS = ("HorovodAllreduce", "CollectiveReduceV2")
+
+#: How often the ranks compare their stop requests (seconds of steps), and the most steps apart.
 VOTE_EVERY_S = 0.2
 MAX_VOTE_INTERVAL = 1000
 
@@ -39,10 +41,10 @@ class PreemptionSaver(Callback):
     a checkpoint from the middle of an epoch resumes that epoch at the saved global step. A second
     SIGINT raises ``KeyboardInterrupt`` as usual.
 
-    All processes of a job stop after the same step: Horovod ranks agree on it through a small
-    allreduce fetched with a step about every ``vote_every_s`` seconds (at steps they agree on; 0:
-    every step), so a stop comes within that time of the signal; TF-server workers stop together
-    through their synchronous step.
+    All processes of a job stop after the same step: Horovod and collective ranks agree on it through
+    a small all-reduce (``trainer.allreduce_sum``) fetched with a step about every ``vote_every_s``
+    seconds (at steps they agree on; 0: every step), so a stop comes within that time of the signal;
+    TF-server workers stop together through their synchronous step.
 
     Only signals whose handler is Python's default are taken (a handler of your own, or a signal set
     to be ignored, stays as it was); the previous handlers are restored after training. Handlers can
@@ -60,52 +62,39 @@ class PreemptionSaver(Callback):
         self._last_vote: tuple[float, int] | None = None
         self.received: int | None = None
         self.saved: str | None = None
-        self._previous: dict[int, object] = {}
+        self._handlers = StopSignalHandlers(self._handle, self.signals)
         self._agreed = 0
         self._stop_at_epoch_end = False
 
     # -- graph and handlers --------------------------------------------------------------------------
     def _setup_graph(self):
-        hvd, size = getattr(self.trainer, "hvd", None), getattr(self.trainer, "size", 1)
         self._vote = None
-        if hvd is not None and size > 1:
+        if self.trainer.size > 1:
             # Each rank feeds whether it was told to stop; the sum, fetched with the step, is the same on
             # every rank, so all of them stop after the same step. Asked for once the step's gradients
-            # are ready for their own allreduce, and in their dtype, Horovod fuses it with them: no
+            # are ready for their own all-reduce, and in their dtype, Horovod fuses it with them: no
             # extra collective per step.
-            grads = [op.inputs[0] for op in self.graph.get_operations() if op.type == "HorovodAllreduce"]
+            grads = [op.inputs[0] for op in self.graph.get_operations() if op.type in _ALLREDUCE_OPS]
             dtype = grads[0].dtype if grads and grads[0].dtype.is_floating else tf.float32
             # [wants to stop, the step interval to the next vote (rank 0 proposes it; others send 0)]
             self._wants = tfv1.placeholder_with_default(tf.zeros([2], dtype), [2], name="stop_requested")
             with tf.control_dependencies(grads):
                 wants = tf.identity(self._wants)
-            self._vote = hvd.allreduce(wants, op=hvd.Sum, name="PreemptionVote")
+            # None: the trainer's processes have no all-reduce (TF-server workers stop through their step).
+            self._vote = self.trainer.allreduce_sum(wants, name="PreemptionVote")
             self._is_rank0 = self.trainer.is_chief
 
     def _takes_part_in_runs(self) -> bool:
-        # Only the Horovod vote is fetched with steps; alone, a process checks its flag per step.
+        # Only the ranks' vote is fetched with steps; alone, a process checks its flag per step.
         return self._vote is not None
 
     def _before_train(self):
-        if threading.current_thread() is not threading.main_thread():
+        if not self._handlers.install():
             logger.warning("PreemptionSaver: not in the main thread, so no signal handlers are installed")
-            return
-        for sig in self.signals:
-            current = signal.getsignal(sig)
-            if current in (signal.SIG_DFL, signal.default_int_handler):
-                self._previous[sig] = current
-                signal.signal(sig, self._handle)
 
     def _handle(self, signum, _frame):
         if self.received is None:
             self.received = signum
-        if signum == signal.SIGINT:  # the next Ctrl-C interrupts at once
-            signal.signal(signal.SIGINT, self._previous.get(signal.SIGINT, signal.default_int_handler))
-
-    def _restore(self):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
 
     # -- the loop ------------------------------------------------------------------------------------
     def _before_run(self, ctx):
@@ -148,7 +137,7 @@ class PreemptionSaver(Callback):
             self._save_and_stop()
 
     def _after_train(self):
-        self._restore()
+        self._handlers.restore()
         # Stopped another way after the request (the last epoch ended, another TF-server worker
         # stopped first): the checkpoint is still owed.
         if self.received is not None or self._stop_requested():
@@ -156,8 +145,6 @@ class PreemptionSaver(Callback):
 
     def _save_and_stop(self):
         self._save()
-        from ..base import StopTraining  # base imports the callbacks
-
         name = signal.Signals(self.received).name if self.received else "a stop request of another rank"
         raise StopTraining(f"received {name}")
 
@@ -180,7 +167,7 @@ class PreemptionSaver(Callback):
 def _model_saver(trainer) -> ModelSaver | None:
     """The last ModelSaver among the trainer's callbacks, looking inside wrappers (``.cb``)."""
     found = None
-    for cb in getattr(trainer, "_callback_list", []):
+    for cb in trainer.registered_callbacks():
         while cb is not None and not isinstance(cb, ModelSaver):
             cb = getattr(cb, "cb", None)
         if cb is not None:

@@ -11,8 +11,8 @@ import time
 import psutil
 
 from .. import logger
+from ..callback import Callback
 from ..compat import tf, tfv1
-from .base import Callback
 
 __all__ = ["GPUMemoryTracker", "GraphProfiler", "HostMemoryTracker", "PeakMemoryTracker", "ThroughputTracker"]
 

@@ -7,8 +7,8 @@ import shutil
 import time
 
 from .. import logger
+from ..callback import Callback
 from ..compat import tfv1
-from .base import Callback
 
 __all__ = ["MaxSaver", "MinSaver", "ModelSaver", "write_checkpoint_pointer"]
 
@@ -81,9 +81,7 @@ class ModelSaver(Callback):
 
     def _setup_graph(self):
         if self.checkpoint_dir is None:
-            from ..logger import get_logger_dir
-
-            self.checkpoint_dir = get_logger_dir()
+            self.checkpoint_dir = logger.get_logger_dir()
         if self.checkpoint_dir is None:
             raise ValueError("ModelSaver needs checkpoint_dir= or a log directory (set_logger_dir)")
         os.makedirs(self.checkpoint_dir, exist_ok=True)
@@ -178,9 +176,7 @@ class MinSaver(Callback):
 
     def _setup_graph(self):
         if self.checkpoint_dir is None:
-            from ..logger import get_logger_dir
-
-            self.checkpoint_dir = get_logger_dir()
+            self.checkpoint_dir = logger.get_logger_dir()
         if self.checkpoint_dir is None:
             raise ValueError(f"{type(self).__name__} needs checkpoint_dir= or a log directory")
 

@@ -9,9 +9,9 @@ import sys
 from towerpack.dataflow.progress import progress_bar, progress_interval
 
 from .. import logger
+from ..callback import Callback
 from ..common import get_global_step_var
 from ..compat import tf, tfv1
-from .base import Callback
 
 __all__ = ["MaintainStepCounter", "ProgressBar", "SessionRunTimeout", "TensorPrinter"]
 

@@ -6,10 +6,10 @@ from collections import deque
 
 import numpy as np
 
+from ..callback import Callback
 from ..common import get_op_tensor_name
 from ..compat import tf, tfv1
 from ..tower import MOVING_SUMMARY_OPS
-from .base import Callback
 
 __all__ = ["MergeAllSummaries", "MovingAverageSummary", "SimpleMovingAverage"]
 

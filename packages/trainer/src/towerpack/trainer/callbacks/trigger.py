@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .base import Callback, ProxyCallback
+from ..callback import Callback, ProxyCallback
 
 __all__ = ["EnableCallbackIf", "PeriodicCallback", "PeriodicTrigger"]
 

@@ -3,9 +3,10 @@ the builders the multi-device trainers are made of (to write custom trainers fro
 
 from .asynchronous import AsyncMultiGPUBuilder
 from .data_parallel import DataParallelBuilder
-from .parameter_server import SyncMultiGPUParameterServerBuilder
+from .parameter_server import PSDevice, SyncMultiGPUParameterServerBuilder
 from .replicated import SyncMultiGPUReplicatedBuilder
 from .utils import (
+    AllReduceMode,
     LeastLoadedDeviceSetter,
     aggregate_grads,
     allreduce_grads,
@@ -15,9 +16,11 @@ from .utils import (
 )
 
 __all__ = [
+    "AllReduceMode",
     "AsyncMultiGPUBuilder",
     "DataParallelBuilder",
     "LeastLoadedDeviceSetter",
+    "PSDevice",
     "SyncMultiGPUParameterServerBuilder",
     "SyncMultiGPUReplicatedBuilder",
     "aggregate_grads",

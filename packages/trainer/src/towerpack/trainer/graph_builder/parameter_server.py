@@ -7,12 +7,18 @@ gradients are summed next to each variable and averaged, and one update is appli
 
 from __future__ import annotations
 
+from ..choice import Choice
 from .data_parallel import DataParallelBuilder, build_towers, check_same_variables
 from .utils import LeastLoadedDeviceSetter, aggregate_grads
 
-__all__ = ["SyncMultiGPUParameterServerBuilder"]
+__all__ = ["PSDevice", "SyncMultiGPUParameterServerBuilder"]
 
-PS_DEVICES = ("cpu", "gpu")
+
+class PSDevice(Choice):
+    """Where the shared variables live (``ps_device=``)."""
+
+    CPU = "cpu"  # all on /cpu:0
+    GPU = "gpu"  # spread over the towers' devices by size
 
 
 class SyncMultiGPUParameterServerBuilder(DataParallelBuilder):
@@ -20,21 +26,19 @@ class SyncMultiGPUParameterServerBuilder(DataParallelBuilder):
 
     Args:
         towers, devices: as in ``DataParallelBuilder``.
-        ps_device: ``"cpu"`` (variables on ``/cpu:0``) or ``"gpu"`` (variables spread over the
-            towers' devices).
+        ps_device: a ``PSDevice`` or its value: ``"cpu"`` (variables on ``/cpu:0``) or ``"gpu"``
+            (variables spread over the towers' devices).
         average: average the gradients over the towers (sum them otherwise).
     """
 
-    def __init__(self, towers, ps_device: str = "gpu", devices=None, average: bool = True):
+    def __init__(self, towers, ps_device: PSDevice | str = PSDevice.GPU, devices=None, average: bool = True):
         super().__init__(towers, devices)
-        if ps_device not in PS_DEVICES:
-            raise ValueError(f"ps_device must be one of {PS_DEVICES}, got {ps_device!r}")
-        self.ps_device = ps_device
+        self.ps_device = PSDevice.parse(ps_device, "ps_device")
         self.average = average
 
     def placement(self) -> list:
         """One device function per tower: variables on the parameter device(s), the rest local."""
-        ps = ["/cpu:0"] if self.ps_device == "cpu" else list(self.devices)
+        ps = ["/cpu:0"] if self.ps_device is PSDevice.CPU else list(self.devices)
         return [LeastLoadedDeviceSetter(d, ps) for d in self.devices]
 
     def call_for_each_tower(self, tower_fn):

@@ -14,17 +14,17 @@ import re
 from .. import logger
 from ..compat import tf, tfv1
 from .data_parallel import DataParallelBuilder, build_towers, check_same_variables
-from .utils import ALLREDUCE_MODES, allreduce_grads, merge_grad_list, split_grad_list
+from .utils import AllReduceMode, allreduce_grads, merge_grad_list, split_grad_list
 
 __all__ = ["SyncMultiGPUReplicatedBuilder"]
 
 _REPLICA = re.compile(r"^tower(\d+)/(.+)$")
 
 
-def default_allreduce_mode(devices) -> str:
+def default_allreduce_mode(devices) -> AllReduceMode:
     """NCCL between GPUs, a host reduction between CPU devices."""
     names = [d for d in devices if isinstance(d, str)]
-    return "nccl" if names and all("gpu" in d.lower() for d in names) else "cpu"
+    return AllReduceMode.NCCL if names and all("gpu" in d.lower() for d in names) else AllReduceMode.CPU
 
 
 class SyncMultiGPUReplicatedBuilder(DataParallelBuilder):
@@ -33,17 +33,18 @@ class SyncMultiGPUReplicatedBuilder(DataParallelBuilder):
     Args:
         towers, devices: as in ``DataParallelBuilder``.
         average: average the gradients over the towers (sum them otherwise).
-        mode: ``"nccl"``, ``"collective"`` or ``"cpu"`` (see ``allreduce_grads``); default NCCL on
-            GPUs and ``"cpu"`` otherwise.
+        mode: an ``AllReduceMode`` or its value, ``"nccl"``, ``"collective"`` or ``"cpu"`` (see
+            ``allreduce_grads``); default NCCL on GPUs and ``"cpu"`` otherwise.
     """
 
-    def __init__(self, towers, average: bool = True, mode: str | None = None, devices=None):
+    def __init__(self, towers, average: bool = True, mode: AllReduceMode | str | None = None, devices=None):
         super().__init__(towers, devices)
-        mode = mode or default_allreduce_mode(self.devices)
-        if mode not in ALLREDUCE_MODES:
-            raise ValueError(f"unknown all-reduce mode {mode!r}; choose one of {ALLREDUCE_MODES}")
         self.average = average
-        self.mode = mode
+        self.mode = (
+            default_allreduce_mode(self.devices)
+            if mode is None
+            else AllReduceMode.parse(mode, "all-reduce mode")
+        )
 
     def call_for_each_tower(self, tower_fn):
         """Build ``tower_fn`` (returning ``(grad, var)`` pairs) in every tower; returns the K lists."""

@@ -13,9 +13,11 @@ import logging
 import tensorflow as tf
 from tensorflow.python.ops import collective_ops, nccl_ops
 
+from ..choice import Choice
 from ..compat import tfv1
 
 __all__ = [
+    "AllReduceMode",
     "LeastLoadedDeviceSetter",
     "aggregate_grads",
     "allreduce_grads",
@@ -26,7 +28,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ALLREDUCE_MODES = ("nccl", "collective", "cpu")
+
+class AllReduceMode(Choice):
+    """How ``allreduce_grads`` sums the towers' gradients."""
+
+    NCCL = "nccl"  # NCCL all-sum, GPU tensors only
+    COLLECTIVE = "collective"  # TensorFlow collective ops, any device type
+    CPU = "cpu"  # sum on the host, copied back to each device
+
 
 # Op types that hold variable storage; LeastLoadedDeviceSetter puts these on parameter devices.
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp", "AutoReloadVariable"})
@@ -72,21 +81,21 @@ def _mean(total, count: int):
     return tf.math.truediv(total, tf.cast(count, total.dtype)) if total.dtype.is_floating else total // count
 
 
-def allreduce_grads(all_grads, average: bool = True, mode: str = "collective"):
+def allreduce_grads(all_grads, average: bool = True, mode: AllReduceMode | str = AllReduceMode.COLLECTIVE):
     """All-reduce KxN gradient tensors: every tower receives the sum (or mean) over the towers.
 
     Args:
         all_grads: ``all_grads[k][i]`` is tower k's gradient of variable i; tower k's tensors live on
             tower k's device.
         average: divide the sum by the number of towers.
-        mode: ``"nccl"`` (NCCL all-sum, GPU tensors only), ``"collective"`` (TensorFlow collective
-            ops, any device type) or ``"cpu"`` (sum on the host, copied back to each device).
+        mode: an ``AllReduceMode`` or its value: ``"nccl"`` (NCCL all-sum, GPU tensors only),
+            ``"collective"`` (TensorFlow collective ops, any device type) or ``"cpu"`` (sum on the
+            host, copied back to each device).
 
     Returns:
         KxN reduced tensors, tower k's on tower k's device.
     """
-    if mode not in ALLREDUCE_MODES:
-        raise ValueError(f"unknown all-reduce mode {mode!r}; choose one of {ALLREDUCE_MODES}")
+    mode = AllReduceMode.parse(mode, "all-reduce mode")
     num_towers, num_vars = _check_rectangular(all_grads)
     if num_towers == 1:
         return [list(all_grads[0])]
@@ -95,12 +104,12 @@ def allreduce_grads(all_grads, average: bool = True, mode: str = "collective"):
     with tfv1.name_scope("AllReduce"):
         for i in range(num_vars):
             grads = [_dense(all_grads[k][i]) for k in range(num_towers)]
-            if mode == "nccl":
+            if mode is AllReduceMode.NCCL:
                 not_gpu = [g.device for g in grads if "GPU" not in g.device.upper()]
                 if not_gpu:
                     raise ValueError(f"mode='nccl' needs every gradient on a GPU; found devices {not_gpu}")
                 summed = nccl_ops.all_sum(grads)
-            elif mode == "collective":
+            elif mode is AllReduceMode.COLLECTIVE:
                 instance_key = next_collective_key()
                 summed = []
                 for g in grads:

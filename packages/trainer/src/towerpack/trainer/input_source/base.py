@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..callbacks.base import Callback
+from towerpack.dataflow.base import dataflow_len
+
+from ..callback import Callback
 from ..compat import tfv1
 from .wait_clock import GraphWaitClock, WaitClock
 
-__all__ = ["FeedfreeInput", "InputSource", "InputSourceCallback"]
+__all__ = ["FeedfreeInput", "InputSource", "InputSourceCallback", "dataflow_size"]
 
 
 class InputSource:
@@ -172,3 +174,11 @@ class FeedfreeInput(InputSource):
 
     def _wait_clock(self) -> WaitClock | None:
         return self._graph_clock
+
+
+def dataflow_size(ds, what: str | None = None) -> int:
+    """``len(ds)``, or NotImplementedError naming ``what`` (default: the dataflow) when it has none."""
+    size = dataflow_len(ds) if ds is not None else None
+    if size is None:
+        raise NotImplementedError(f"{what or type(ds).__name__} has no len()")
+    return size

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..compat import tf, tfv1
-from .base import FeedfreeInput
+from .base import FeedfreeInput, dataflow_size
 from .utils import DatapointChecker, spec_name
 
 __all__ = ["TFDatasetInput", "dataflow_to_dataset"]
@@ -52,9 +52,8 @@ class TFDatasetInput(FeedfreeInput):
         self._dataflow_was_reset = False
 
     def _size(self) -> int:
-        if self._dataflow is not None:
-            return len(self._dataflow)
-        raise NotImplementedError("TFDatasetInput over a tf.data.Dataset does not know its size")
+        what = "TFDatasetInput over a tf.data.Dataset (or over a DataFlow that)"
+        return dataflow_size(self._dataflow, what)
 
     def _setup(self, input_signature) -> None:
         if self._dataflow is not None:

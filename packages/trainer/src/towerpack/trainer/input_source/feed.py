@@ -6,9 +6,9 @@ import time
 
 from towerpack.dataflow import repeat_forever
 
-from ..callbacks.base import Callback
+from ..callback import Callback
 from ..compat import tf, tfv1
-from .base import InputSource
+from .base import InputSource, dataflow_size
 from .utils import DatapointChecker, placeholders_for
 from .wait_clock import PythonWaitClock
 
@@ -49,10 +49,7 @@ class FeedInput(InputSource):
         self._clock = PythonWaitClock()
 
     def _size(self) -> int:
-        try:
-            return len(self.ds)
-        except TypeError:
-            raise NotImplementedError(f"{type(self.ds).__name__} has no len()") from None
+        return dataflow_size(self.ds)
 
     def _setup(self, input_signature) -> None:
         self._placeholders = placeholders_for(input_signature)

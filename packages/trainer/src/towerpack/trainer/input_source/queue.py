@@ -21,10 +21,10 @@ import numpy as np
 
 from towerpack.dataflow import repeat_forever
 
-from ..callbacks.base import Callback
+from ..callback import Callback
 from ..compat import tf, tfv1
 from ..hooked_session import make_session_callable
-from .base import FeedfreeInput
+from .base import FeedfreeInput, dataflow_size
 from .utils import DatapointChecker, logger, placeholders_for
 
 __all__ = ["EnqueueThread", "QueueInput"]
@@ -93,7 +93,7 @@ class _QueueCallback(Callback):
         self._size_args = tfv1.train.SessionRunArgs(fetches=source.size_tensor)
 
     def _before_train(self) -> None:
-        self._source.start_thread(getattr(self.trainer, "sess", None) or tfv1.get_default_session())
+        self._source.start_thread(self.trainer.sess or tfv1.get_default_session())
 
     def before_run(self, ctx):
         self._source.raise_if_failed()
@@ -106,7 +106,7 @@ class _QueueCallback(Callback):
             self._size_ema = size if self._size_ema is None else 0.9 * self._size_ema + 0.1 * size
 
     def _trigger_epoch(self) -> None:
-        monitors = getattr(self.trainer, "monitors", None)
+        monitors = self.trainer.monitors
         if self._size_ema is not None and monitors is not None:
             monitors.put_scalar(f"{type(self._source).__name__}/queue_size", self._size_ema)
 
@@ -138,10 +138,7 @@ class QueueInput(FeedfreeInput):
         self._ds_was_reset = False
 
     def _size(self) -> int:
-        try:
-            return len(self.ds)
-        except TypeError:
-            raise NotImplementedError(f"{type(self.ds).__name__} has no len()") from None
+        return dataflow_size(self.ds)
 
     def _setup(self, input_signature) -> None:
         self._placeholders = placeholders_for(input_signature)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..callbacks.base import Callback
+from ..callback import Callback
 from ..compat import tfv1
 from .base import FeedfreeInput, InputSource
 from .utils import spec_name

@@ -6,7 +6,7 @@ import contextlib
 
 from tensorflow.python.ops.data_flow_ops import StagingArea
 
-from ..callbacks.base import Callback
+from ..callback import Callback
 from ..compat import tf, tfv1
 from .base import FeedfreeInput, InputSource
 from .utils import depends_on

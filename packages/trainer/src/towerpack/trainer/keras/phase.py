@@ -11,7 +11,7 @@ hooks, so they see the default, inference mode, without a hook of their own.
 from __future__ import annotations
 
 from .. import logger
-from ..callbacks.base import Callback
+from ..callback import Callback
 from ..compat import tfv1
 from .loader import graph_learning_phase
 

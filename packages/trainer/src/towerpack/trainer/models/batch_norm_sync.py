@@ -1,4 +1,4 @@
-"""Batch statistics over every tower of a process or every Horovod rank (synchronized BatchNorm).
+"""Batch statistics over every tower of a process or every process of the job (synchronized BatchNorm).
 
 Each replica computes E[x] and E[x^2] over its own batch; one all-reduce of both averages them
 over the replicas; var = E[x^2] - E[x]^2 (biased, as the reference). Gradients flow back through
@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 from .. import logger
+from ..collective_group import collective_group
 from ..compat import tf, tfv1
 from ..graph_builder.cross_tower import tower_all_sum
 from ..tower import strip_tower_prefix
@@ -23,7 +24,9 @@ class SyncMode(enum.Enum):
     """Over which replicas ``BatchNorm(sync_statistics=...)`` averages its statistics."""
 
     NCCL = "nccl"  # the towers of this process (named after the reference's GPU all-reduce)
-    HOROVOD = "horovod"  # the Horovod ranks
+    # The processes of the job: the Horovod ranks, or under CollectiveAllReduceTrainer its ranks (a
+    # script written for Horovod then runs unchanged on TensorFlow's collective ops).
+    HOROVOD = "horovod"
 
     @classmethod
     def parse(cls, value) -> SyncMode | None:
@@ -51,16 +54,31 @@ def _horovod():
         import horovod.tensorflow as hvd
     except ImportError as e:
         raise ImportError(
-            "BatchNorm(sync_statistics='horovod') needs Horovod (the towerpack-trainer[horovod] extra)"
+            "BatchNorm(sync_statistics='horovod') needs Horovod (the towerpack-trainer[horovod] extra), "
+            "or a model built under CollectiveAllReduceTrainer"
         ) from e
     try:
         hvd.size()
     except ValueError:
         raise RuntimeError(
             "BatchNorm(sync_statistics='horovod') needs Horovod initialized: build the model under "
-            "HorovodTrainer (or call horovod.tensorflow.init() first)"
+            "HorovodTrainer or CollectiveAllReduceTrainer (or call horovod.tensorflow.init() first)"
         ) from None
     return hvd
+
+
+def _across_processes(both):
+    """The mean of ``both`` over the job's processes: the collective trainer's, else Horovod's."""
+    group = collective_group()
+    if group is not None:
+        if group.size > 1:
+            return group.all_reduce(both, average=True, name="sync_moments")
+    else:
+        hvd = _horovod()
+        if hvd.size() > 1:
+            return hvd.allreduce(both, op=hvd.Average, name="sync_moments")
+    _warn_single(SyncMode.HOROVOD, "rank")
+    return both
 
 
 def synchronized_moments(x, axis: int, mode: SyncMode, ctx):
@@ -81,10 +99,6 @@ def synchronized_moments(x, axis: int, mode: SyncMode, ctx):
             shared_name = strip_tower_prefix(tfv1.get_variable_scope().name) + "/sync_moments"
             both = tower_all_sum(both, shared_name, ctx.index, total) * (1.0 / total)
     else:
-        hvd = _horovod()
-        if hvd.size() == 1:
-            _warn_single(mode, "rank")
-        else:
-            both = hvd.allreduce(both, op=hvd.Average, name="sync_moments")
+        both = _across_processes(both)
     mean, mean_square = tf.split(both, 2)
     return mean, mean_square - tf.square(mean)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..compat import tf, tfv1
 from ..model_desc import ModelDescBase
+from ..sesscreate import NewSessionCreator
 from ..sessinit import SessionInit, SmartInit
 
 __all__ = ["PredictConfig"]
@@ -56,8 +57,6 @@ class PredictConfig:
         if not isinstance(self.session_init, SessionInit):
             raise TypeError(f"session_init= must be a SessionInit, got {session_init!r}")
         if session_creator is None:
-            from ..base import NewSessionCreator
-
             session_creator = NewSessionCreator()
         self.session_creator = session_creator
         self.return_input = return_input

@@ -40,11 +40,12 @@ class FeedfreePredictor(PredictorBase):
                 input_source.get_callbacks() if input_source.setup_done() else input_source.setup(signature)
             )
             self._callbacks = Callbacks(list(setup))
-            func = TowerFunc(config.tower_func, signature)
+            self.tower_func = func = TowerFunc(config.tower_func, signature)
             with PredictTowerContext(""):
                 func(*input_source.get_input_tensors())
             self.output_tensors = func.towers[-1].get_tensors(config.output_names)
-            # The source's callbacks see this predictor as their trainer (``.sess``).
+            # The source's callbacks see this predictor as their trainer (``.sess``, ``.monitors``,
+            # ``.tower_func``).
             self._callbacks.setup_graph(self)
             self.sess = initialize_session(config)
             if config.create_graph:
