@@ -130,11 +130,8 @@ def main(argv=None) -> int:
         args.epochs = min(args.epochs, 3)
     where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
     rank, world = where.rank, where.world_size
-    try:
-        trainer = default_trainer(args.towers)
-    except ValueError as e:
-        sys.exit(f"error: --towers: {e}")
-    parallel = world if world > 1 else max(1, args.towers)
+    trainer = default_trainer(args.towers)  # under a launcher, ValueError for --towers > 1
+    parallel = trainer.replicas
     per_step_batch = max(1, args.batch // parallel)  # per process; each tower also takes one such batch
     if per_step_batch * parallel != args.batch:
         logger.warning(

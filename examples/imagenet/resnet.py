@@ -165,11 +165,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
     rank, world = where.rank, where.world_size
-    try:
-        trainer = default_trainer(args.towers)
-    except ValueError as e:
-        sys.exit(f"error: --towers: {e}")
-    parallel = world if world > 1 else max(1, args.towers)
+    trainer = default_trainer(args.towers)  # under a launcher, ValueError for --towers > 1
+    parallel = trainer.replicas
     per_replica = max(1, args.batch // parallel)
     logdir = os.path.join(args.logroot, args.name)
     if rank == 0:

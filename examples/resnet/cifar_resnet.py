@@ -181,11 +181,8 @@ def main(argv=None) -> int:
         args.n, args.epochs = 1, min(args.epochs, 5)
     where = placement()  # launch, horovodrun, mpirun, srun, torchrun, TF_CONFIG, or none
     rank, world = where.rank, where.world_size
-    try:
-        trainer = default_trainer(args.towers)
-    except ValueError as e:
-        sys.exit(f"error: --towers: {e}")
-    parallel = world if world > 1 else max(1, args.towers)
+    trainer = default_trainer(args.towers)  # under a launcher, ValueError for --towers > 1
+    parallel = trainer.replicas
     # BatchNorm statistics across the processes (Horovod or collective), or across the towers.
     sync = "horovod" if world > 1 else "nccl" if args.towers > 1 else None
     if args.no_sync_bn:

@@ -98,6 +98,11 @@ class Trainer:
     tower_func: TowerFunc | None = None
     _is_chief: bool | None = None
 
+    @property
+    def replicas(self) -> int:
+        """How many batches one step trains on: the processes in step times this process's towers."""
+        return self.size * max(1, len(self.devices))
+
     def __init__(self, config=None):
         if config is not None and not isinstance(config, TrainConfig):
             raise TypeError(f"{type(self).__name__}(config) takes a TrainConfig, got {type(config).__name__}")

@@ -36,7 +36,7 @@ def default_trainer(towers: int = 1) -> Trainer:
     if where.distributed and where.role is Role.WORKER:
         if towers > 1:
             raise ValueError(
-                f"{towers} towers asked for in rank {where.rank} of {where.world_size}: under a launcher "
+                f"towers={towers} asked for in rank {where.rank} of {where.world_size}: under a launcher "
                 "every process trains one tower"
             )
         if os.environ.get(BACKEND_VAR) == "tf-collective":
