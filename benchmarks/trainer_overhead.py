@@ -20,7 +20,14 @@ chunks are warm-up. Short chunks keep the sides of a pair close in time; each ra
 median of the per-pair ratios. The table also shows the median and best steps/s of each side.
 Goals (trainer / const): linear 0.95 with FeedInput and 0.85 with QueueInput, convnet 0.97.
 
-Usage: ``python benchmarks/trainer_overhead.py [--quick] [--pairs N]`` (default run ~1 minute).
+Position tracking (``TrainConfig(exact_resume=True)``) is measured apart: the convnet trains on an
+in-memory dataset through 2 worker processes (``MultiProcessRunnerZMQ``, batches made in the
+workers) and a QueueInput, in pairs of short trainings with tracking off and on, close in time (the
+order alternates); the ratio is the median over the pairs of (median epoch rate with tracking on) /
+(the same with it off) (goal 0.99).
+
+Usage: ``python benchmarks/trainer_overhead.py [--quick] [--pairs N] [--only-tracking]``
+(default run ~2 minutes).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
 
+from towerpack.dataflow import BatchData, MultiProcessRunnerZMQ
+from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.trainer import ModelDesc, SimpleTrainer, TrainConfig, launch_train_with_config
 from towerpack.trainer.callbacks import Callback
 from towerpack.trainer.compat import tf, tfv1
@@ -221,6 +230,61 @@ def measure(cls, kind: str, steps: int, pairs: int) -> dict[str, list[float]]:
     return clock.rates
 
 
+#: Goal of the step rate with position tracking on / off.
+TRACKING_GOAL = 0.99
+
+
+class Rows(ArrayDataset):
+    """Random 28x28x1 images and labels, in a shuffled (seed, epoch) order."""
+
+    _columns = ("x", "label")
+
+    def __init__(self, n: int):
+        rng = np.random.RandomState(0)
+        self.x = rng.rand(n, 28, 28, 1).astype(np.float32)
+        self.label = rng.randint(0, 10, size=n).astype(np.int32)
+        self._init_order(True, training=True)
+
+
+class EpochRates(Callback):
+    """Steps/s of every epoch after the first (from the end of its first step to the end of its last)."""
+
+    _chief_only = False
+
+    def __init__(self, steps: int):
+        self.steps, self.rates = steps, []
+
+    def _trigger_step(self):
+        if self.local_step == 0:
+            self._start = time.perf_counter()
+        elif self.local_step == self.steps - 1 and self.epoch_num > 1:
+            self.rates.append((self.steps - 1) / (time.perf_counter() - self._start))
+
+
+def measure_tracking(rounds: int, epochs: int, items: int) -> dict[bool, list[float]]:
+    """Median epoch rate of each training with position tracking off (False) and on (True), one of
+    each per round."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(rounds):
+        for tracking in (False, True) if r % 2 == 0 else (True, False):
+            df = MultiProcessRunnerZMQ(BatchData(Rows(items), ConvNet.batch), num_proc=2)
+            steps = items // ConvNet.batch
+            clock = EpochRates(steps)
+            config = TrainConfig(
+                model=ConvNet(),
+                data=QueueInput(df),
+                callbacks=[clock],
+                session_config=session_config(),
+                steps_per_epoch=steps,
+                max_epoch=epochs,
+                exact_resume=tracking,
+            )
+            with tf.Graph().as_default():
+                launch_train_with_config(config, SimpleTrainer())
+            rates[tracking].append(statistics.median(clock.rates))
+    return rates
+
+
 def median_ratio(a: list[float], b: list[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
@@ -229,14 +293,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and pairs (a smoke run)")
     parser.add_argument("--pairs", type=int, default=None, help="timed pairs per case (default 40, quick 3)")
+    parser.add_argument("--only-tracking", action="store_true", help="only the position tracking case")
     args = parser.parse_args()
     pairs = args.pairs or (3 if args.quick else 40)
     steps = {"linear": 100 if args.quick else 400, "convnet": 10 if args.quick else 40}
     models = {"linear": Linear, "convnet": ConvNet}
     t0 = time.perf_counter()
-    results = {
-        (m, k): measure(cls, k, steps[m], pairs) for m, cls in models.items() for k in ("feed", "queue")
-    }
+    results = {}
+    if not args.only_tracking:
+        results = {
+            (m, k): measure(cls, k, steps[m], pairs) for m, cls in models.items() for k in ("feed", "queue")
+        }
+    tracking = measure_tracking(
+        rounds=2 if args.quick else 6, epochs=3 if args.quick else 5, items=2048 if args.quick else 8192
+    )
     total = time.perf_counter() - t0
 
     hand_name = {"feed": "feed_dict", "queue": "queue"}
@@ -256,6 +326,14 @@ def main() -> int:
             f"{name:<8} {kind:<6} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} {ratio:>8.3f} {vs_hand:>7.3f} "
             f"{goal:>5.2f}   (hand loop: {hand_name[kind]})"
         )
+    on, off = statistics.median(tracking[True]), statistics.median(tracking[False])
+    tracking_ratio = median_ratio(tracking[True], tracking[False])
+    ok &= tracking_ratio >= TRACKING_GOAL
+    print(
+        f"position tracking (convnet, 2 workers, queue): on {on:.1f} ({max(tracking[True]):.1f}), "
+        f"off {off:.1f} ({max(tracking[False]):.1f}) steps/s, on / off {tracking_ratio:.3f} "
+        f"(median of {len(tracking[True])} pairs), goal {TRACKING_GOAL}"
+    )
     print("all goals met" if ok else "some goals missed")
     for (name, kind), rates in results.items():
         result = {"benchmark": "trainer_overhead", "case": f"{name} {kind} vs const"}
@@ -269,6 +347,9 @@ def main() -> int:
             goal=GOALS[(name, kind)],
         )
         print("RESULT " + json.dumps(result))
+    result = {"benchmark": "trainer_overhead", "case": "position tracking on vs off", "ours": round(on, 2)}
+    result.update(baseline=round(off, 2), unit="steps/s", ratio=round(tracking_ratio, 3), goal=TRACKING_GOAL)
+    print("RESULT " + json.dumps(result))
     return 0
 
 

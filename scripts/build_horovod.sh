@@ -39,7 +39,9 @@ elif [ "$tf_flavor" = cuda ] && command -v nvcc >/dev/null 2>&1; then
 else
     flavor=cpu
 fi
-key="horovod-${HOROVOD_VERSION}-tf${tf_version}-${py_tag}-${flavor}"
+# The patch level: bump it when the source patches below change, so cached wheels are rebuilt.
+patches=p1
+key="horovod-${HOROVOD_VERSION}-${patches}-tf${tf_version}-${py_tag}-${flavor}"
 wheel_dir="$CACHE_DIR/$key"
 
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
@@ -51,6 +53,13 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     src="$work/horovod-$HOROVOD_VERSION"
     # Horovod's XLA ops (off by default) do not compile against recent TensorFlow headers.
     sed -i '/xla_mpi_ops\.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+    # Horovod's process-set Gloo contexts (the global set included) make their TCP device with an
+    # empty interface name instead of HOROVOD_GLOO_IFACE, so Gloo falls back to the address the
+    # host name resolves to: 127.0.1.1 with Debian's default /etc/hosts, and then ranks on other
+    # hosts cannot connect. Use the interface the global context was given.
+    ctx="$src/horovod/common/gloo/gloo_context.cc"
+    sed -i '/^void GlooContext::InitializeForProcessSet/,/CreateDevice(device_attr)/ s/device_attr\.iface = gloo_iface_;/gloo_iface_ = global_context.gloo_iface_;\n  device_attr.iface = gloo_iface_;/' "$ctx"
+    grep -q 'gloo_iface_ = global_context.gloo_iface_;' "$ctx" || { echo "the Gloo interface patch no longer applies to $ctx" >&2; exit 1; }
     export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
     export HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1
     export MAKEFLAGS="-j$(nproc)"

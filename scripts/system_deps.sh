@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# System packages the test suite needs: an sshd for the launcher's ssh tests, and Slurm, munge and
+# System packages the test suite needs: an sshd for the launcher's ssh tests, Slurm, munge and
 # Open MPI for the tests that run towerpack under other launchers (a throwaway single-machine Slurm,
-# srun, sbatch, mpirun). Idempotent and quick when everything is present; installs with apt-get when
+# srun, sbatch, mpirun), and iproute2 (ip, tc) for the multi-host tests on network namespaces. Idempotent and quick when everything is present; installs with apt-get when
 # running as root, and otherwise names what is missing (an error only under CI=true, where every test
 # must run).
 set -euo pipefail
@@ -17,6 +17,7 @@ has slurmd || need+=(slurmd)
 { has srun && has sbatch && has scancel && has sinfo; } || need+=(slurm-client)
 { has munged && has mungekey; } || need+=(munge)
 has mpirun || need+=(openmpi-bin)
+{ has ip && has tc; } || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "system_deps: please install ${need[*]} (needs root and apt-get); the tests that need them skip until then" >&2

@@ -10,6 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from support.netcluster import require_netns
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench.py"
 spec = importlib.util.spec_from_file_location("bench", SCRIPT)
 bench = importlib.util.module_from_spec(spec)
@@ -69,3 +71,20 @@ def test_timeout_ends_the_benchmark_and_what_it_started(tmp_path):
     with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
         psutil.Process(child).wait(timeout=5)
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.timeout(480)
+@pytest.mark.usefixtures("horovod_required")
+def test_network_benchmark_quick_mode():
+    """2 namespaced nodes on 1 Gbit/s links: the all-reduce reaches a sane share of the link."""
+    require_netns()
+    results, error = bench.run_benchmark(
+        SCRIPT.parents[1] / "benchmarks" / "network.py", quick=True, timeout=420
+    )
+    assert error is None, error
+    assert {r["case"] for r in results} == {
+        f"{backend}_2n_1gbit_{size}mb_bus_bw" for backend in ("horovod", "tf_collective") for size in (1, 10)
+    }
+    for r in results:
+        assert r["unit"] == "Gbit/s" and r["baseline"] == 1.0
+        assert r["ratio"] > 0.3, r

@@ -25,6 +25,7 @@ from towerpack.trainer import (
     launch_train_with_config,
 )
 from towerpack.trainer.compat import tf
+from towerpack.trainer.graph_builder.packing import GradientPacker
 
 pytestmark = [pytest.mark.multiprocess]
 
@@ -43,7 +44,7 @@ p.add_argument("tests"); p.add_argument("out")
 p.add_argument("--model", default="regression"); p.add_argument("--batch", type=int, default=8)
 p.add_argument("--epochs", type=int, default=2); p.add_argument("--preempt", action="store_true")
 p.add_argument("--extra-var-rank", type=int, default=-1); p.add_argument("--stop-rank", type=int, default=-1)
-p.add_argument("--timeout", type=float, default=600.0)
+p.add_argument("--timeout", type=float, default=600.0); p.add_argument("--pack-bytes", type=int)
 a = p.parse_args()
 sys.path.insert(0, a.tests)
 from support.dist_models import FetchVariables, RankSlices, Regression64, StopAt, regression_data
@@ -53,7 +54,8 @@ from towerpack.trainer import (AutoResumeTrainConfig, Callback, CollectiveAllRed
 from towerpack.trainer.compat import tf, tfv1
 
 assert os.environ.get("TOWERPACK_BACKEND", "tf-collective") == "tf-collective"  # set by launch
-trainer = CollectiveAllReduceTrainer(timeout_s=a.timeout)
+packing = {} if a.pack_bytes is None else {"pack_bytes": a.pack_bytes}
+trainer = CollectiveAllReduceTrainer(timeout_s=a.timeout, **packing)
 rank, size, out = trainer.rank, trainer.size, Path(a.out)
 
 class RankVar(Callback):
@@ -77,6 +79,15 @@ class Record(Callback):
     def _after_train(self):
         self._write(f"end {self.global_step}")
 
+class Threads(Callback):
+    """The process's threads after the first step and at the end ('threads.<rank>')."""
+    _chief_only = False
+    def _trigger_step(self):
+        if self.global_step == 1:
+            self.first = len(os.listdir("/proc/self/task"))
+    def _after_train(self):
+        (out / f"threads.{rank}").write_text(f"{self.first} {len(os.listdir('/proc/self/task'))}")
+
 values = {}
 if rank == a.extra_var_rank:
     tfv1.get_variable("only_here", initializer=tf.constant(1.0))
@@ -93,10 +104,12 @@ elif a.model == "syncbn":
 else:
     x, y = regression_data()
     config = TrainConfig(model=Regression64(seed=1 + rank), dataflow=RankSlices(x, y, a.batch, rank, size),
-                         callbacks=[RankVar(), FetchVariables(values)] + [StopAt(3)] * (rank == a.stop_rank),
+                         callbacks=[RankVar(), FetchVariables(values), Threads()]
+                         + [StopAt(3)] * (rank == a.stop_rank),
                          monitors=[], max_epoch=a.epochs)
 launch_train_with_config(config, trainer)
 np.savez(out / f"vars.{rank}.npz", **{k.replace("/", "__"): v for k, v in values.items()})
+(out / f"collectives.{rank}").write_text(str(trainer.group.instance_keys_used))
 '''
 
 
@@ -298,3 +311,98 @@ def test_a_cluster_with_parameter_servers_is_refused(monkeypatch):
         ValueError, match=r"without parameter servers; this is task worker:0 of a cluster with"
     ):
         CollectiveAllReduceTrainer()
+
+
+@pytest.mark.timeout(180)
+def test_packed_gradients_train_like_one_all_reduce_per_variable_with_fewer_collectives(tmp_path):
+    """pack_bytes=96: the convnet's gradients (float64, 8 variables of 8 to 648 bytes) go in a few
+    buffers; pack_bytes=0: one all-reduce per variable."""
+    runs = {}
+    for pack in (96, 0):
+        folder = tmp_path / f"pack{pack}"
+        folder.mkdir()
+        proc, out = _run(
+            folder, 2, "--model", "syncbn", "--batch", "4", "--epochs", "1", "--pack-bytes", str(pack)
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[pack] = out
+    packed, unpacked = _load(runs[96], 0), _load(runs[0], 0)
+    assert sorted(packed) == sorted(unpacked)
+    for name in SYNCBN_COMPARED:
+        np.testing.assert_allclose(packed[name], unpacked[name], rtol=0, atol=1e-6, err_msg=name)
+    for r in (0, 1):
+        np.testing.assert_array_equal(_load(runs[96], r)["fc/W"], packed["fc/W"], err_msg=f"rank {r}")
+    # 8 gradients in 4 all-reduces: the two kernels alone, the 4 gammas and betas (96 bytes) in
+    # one buffer, fc/W and fc/b in another.
+    count = {p: {int((runs[p] / f"collectives.{r}").read_text()) for r in (0, 1)} for p in runs}
+    assert len(count[96]) == len(count[0]) == 1, count
+    assert count[0].pop() - count[96].pop() == 4, count
+
+
+def _packer_values(packer: GradientPacker, arrays: list[np.ndarray]):
+    with tf.Graph().as_default():
+        tensors = [tf.constant(a) for a in arrays]
+        buffers = packer.pack(tensors)
+        restored = packer.unpack(buffers)
+        with tf.compat.v1.Session() as sess:
+            return sess.run(buffers), sess.run(restored)
+
+
+def test_gradient_packer_fills_buffers_of_one_dtype_up_to_the_threshold_and_restores_every_tensor():
+    rng = np.random.RandomState(0)
+    arrays = [
+        rng.normal(size=(3, 4)).astype(np.float32),  # 48 bytes
+        rng.normal(size=(5,)),  # float64, 40 bytes
+        rng.normal(size=(2, 2, 2)).astype(np.float32),  # 32 bytes: buffer 0 reaches 80
+        np.arange(6, dtype=np.int32),  # 24 bytes, a dtype of its own
+        rng.normal(size=(4,)).astype(np.float32),  # 16 bytes: buffer 0 would pass 80, a new one
+        rng.normal(size=(30,)).astype(np.float32),  # 120 bytes: alone, not reshaped
+        rng.normal(size=(3,)),  # float64, joins the other
+    ]
+    packer = GradientPacker([a.dtype for a in arrays], [a.shape for a in arrays], threshold_bytes=80)
+    assert packer.num_buffers == 5
+    assert packer.dtypes == [tf.float32, tf.float64, tf.int32, tf.float32, tf.float32]
+    assert [s.as_list() for s in packer.shapes] == [[20], [8], [6], [4], [30]]
+    buffers, restored = _packer_values(packer, arrays)
+    np.testing.assert_array_equal(buffers[0], np.concatenate([arrays[0].ravel(), arrays[2].ravel()]))
+    np.testing.assert_array_equal(buffers[1], np.concatenate([arrays[1], arrays[6]]))
+    np.testing.assert_array_equal(buffers[4], arrays[5])
+    for got, want in zip(restored, arrays, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_gradient_packer_without_threshold_or_static_shape_leaves_tensors_alone():
+    arrays = [np.ones((2, 3), np.float32), np.zeros((4,), np.float32)]
+    unpacked = GradientPacker([a.dtype for a in arrays], [a.shape for a in arrays], threshold_bytes=0)
+    assert unpacked.num_buffers == 2 and [s.as_list() for s in unpacked.shapes] == [[2, 3], [4]]
+    buffers, _ = _packer_values(unpacked, arrays)
+    np.testing.assert_array_equal(buffers[0], arrays[0])
+    unknown = GradientPacker(
+        [tf.float32, tf.float32, tf.float32], [[None, 3], [2], [2]], threshold_bytes=1 << 20
+    )
+    assert unknown.num_buffers == 2 and unknown.shapes[0].as_list() == [None, 3]
+
+
+def test_gradient_packer_rejects_bad_arguments_with_their_values():
+    with pytest.raises(ValueError, match=r"threshold_bytes must be an int >= 0, got -1"):
+        GradientPacker([tf.float32], [[2]], threshold_bytes=-1)
+    with pytest.raises(ValueError, match=r"2 dtypes but 1 shapes"):
+        GradientPacker([tf.float32, tf.float32], [[2]])
+    packer = GradientPacker([tf.float32, tf.float32], [[2], [2]])
+    with pytest.raises(ValueError, match=r"built for 2 tensors, got 1"):
+        packer.pack([tf.zeros([2])])
+    with pytest.raises(ValueError, match=r"pack_bytes must be an int >= 0 \(0: no packing\), got 1.5"):
+        CollectiveAllReduceTrainer(pack_bytes=1.5)
+
+
+@pytest.mark.timeout(150)
+def test_a_long_run_does_not_pile_up_threads(tmp_path):
+    """240 steps of 2 collectives (pack_bytes=0) with timeout_s: a timeout on each collective op made
+    TensorFlow start a thread per execution sleeping for the whole timeout (480 threads here; long
+    runs aborted with "Resource temporarily unavailable")."""
+    proc, out = _run(tmp_path, 2, "--epochs", "40", "--pack-bytes", "0", "--timeout", "600")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        first, last = map(int, (out / f"threads.{r}").read_text().split())
+        assert last - first < 100, f"rank {r}: {first} threads after the first step, {last} at the end"

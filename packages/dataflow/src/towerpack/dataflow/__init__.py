@@ -51,6 +51,8 @@ from .parallel_map import (
     ThreadedMapData,
 )
 from .placement import Launcher, Placement, PlacementError, Role, placement
+from .position import DataPosition, PositionUnsupportedError
+from .position_tracker import PositionTracker
 from .printing import PrintData
 from .reader import DatasetReader
 from .remote import RemoteDataZMQ
@@ -102,6 +104,7 @@ __all__ = [
     "DataFromIterable",
     "DataFromList",
     "DataFromQueue",
+    "DataPosition",
     "DataServer",
     "DatasetFormatError",
     "DatasetReader",
@@ -133,6 +136,8 @@ __all__ = [
     "NumpySerializer",
     "Placement",
     "PlacementError",
+    "PositionTracker",
+    "PositionUnsupportedError",
     "PrefetchData",
     "PrefetchDataZMQ",
     "PrintData",

@@ -7,6 +7,10 @@ one epoch of the input (each worker's ``len(ds)``, taken inside the worker, adds
 of its pass, and a worker that has finished waits (its datapoints held back) until all have, so
 every datapoint of an epoch arrives once. Otherwise every worker runs a full copy of the input,
 as in the reference: an epoch is ``len(ds)`` datapoints of the mixed streams.
+
+In tracking mode (set by :class:`~towerpack.dataflow.position_tracker.PositionTracker`) the runners merge
+their workers strictly round-robin instead, so that the stream is deterministic; an iteration that
+was abandoned mid-epoch is continued, not drained, by the next one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from . import control
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow, dataflow_len
 from .common import repeat_forever
 from .control import EpochEnd, WorkerStarted
+from .position import Tracking
 from .process import ParentWatch
 from .sharding import WorkerInfo, set_worker_info
 from .wire import DEFAULT_LIMITS, WireLimits, encode
@@ -38,14 +43,51 @@ __all__ = [
 ]
 
 
-def _worker_stream(ds: DataFlow, index: int, count: int, thread_only: bool = False) -> Iterator[Any]:
+def _worker_stream(
+    ds: DataFlow, index: int, count: int, thread_only: bool = False, tracking: Tracking | None = None
+) -> Iterator[Any]:
     """What a worker sends: :class:`WorkerStarted`, then datapoints with an EpochEnd after each pass."""
     set_worker_info(WorkerInfo(index, count), thread_only)
     ds.reset_state()
     length = dataflow_len(ds)
     yield WorkerStarted(length)
     # A worker whose share of a small dataset is empty still marks its (empty) epochs.
-    yield from repeat_forever(ds, mark_epochs=True, allow_empty=length == 0)
+    stream = repeat_forever(ds, mark_epochs=True, allow_empty=length == 0 or tracking is not None)
+    if tracking is None:
+        yield from stream
+        return
+    produced = 0
+    for item in stream:
+        if isinstance(item, EpochEnd):
+            tracking.check_pass(ds, produced)
+            produced = -1
+        produced += 1
+        yield item
+
+
+class _RoundRobin:
+    """The strict round-robin merge of tracking mode: whose turn it is, and who has ended the epoch."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.active = list(range(count))
+        self.turn = 0
+
+    def current(self) -> int:
+        return self.active[self.turn]
+
+    def took(self) -> None:
+        """The current worker gave a datapoint: the next one's turn."""
+        self.turn = (self.turn + 1) % len(self.active)
+
+    def ended(self) -> bool:
+        """The current worker ended its pass; True when that ends the epoch (and starts the next)."""
+        del self.active[self.turn]
+        if not self.active:
+            self.active, self.turn = list(range(self.count)), 0
+            return True
+        self.turn %= len(self.active)
+        return False
 
 
 class _Epochs:
@@ -78,6 +120,7 @@ def _runner_worker(
     addrs: list[str],
     hwm: int,
     allow_pickle: bool,
+    tracking: Tracking | None = None,
 ) -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
@@ -85,7 +128,7 @@ def _runner_worker(
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.connect(addrs[index])
     try:
-        for item in _worker_stream(ds, index, len(addrs)):
+        for item in _worker_stream(ds, index, len(addrs), tracking=tracking):
             frames = control.encode(item) if isinstance(item, control.Message) else encode(item, allow_pickle)
             worker_send(sock, frames, watch)
     except Exception:
@@ -142,10 +185,13 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._epochs = _Epochs(num_proc)
         #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
         self._epoch_open = False
+        #: Set by a PositionTracker before reset_state: merge the workers strictly round-robin.
+        self._tracking: Tracking | None = None
+        self._turns = _RoundRobin(num_proc)
 
     def reset_state(self) -> None:
         inbox = self._open_inbox(self.num_proc, self.hwm, "runner")
-        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle)
+        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle, self._tracking)
         self._start_workers(_runner_worker, [args] * self.num_proc)
 
     def __len__(self) -> int:
@@ -180,11 +226,26 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
                 continue
             yield msg
 
+    def _round_robin_epoch(self) -> Iterator[Any]:
+        """The rest of the current epoch, the workers' datapoints taken strictly in turn."""
+        turns, recv = self._turns, self._inbox.recv
+        while True:
+            _, msg = recv([turns.current()])
+            if isinstance(msg, control.Message):
+                if isinstance(msg, EpochEnd) and turns.ended():
+                    return
+                continue
+            turns.took()
+            yield msg
+
     def __iter__(self) -> Iterator[Any]:
         with self._iterating():
             if self._exact is None:
                 self._handshake()
             recv = self._inbox.recv
+            if self._tracking is not None:
+                yield from self._round_robin_epoch()
+                return
             if self._exact:
                 if self._epoch_open:
                     for _ in self._exact_epoch():  # what the last, abandoned iteration left of its epoch
@@ -242,14 +303,19 @@ class MultiThreadRunner(DataFlow):
         self._epochs = _Epochs(num_thread)
         self._epoch_open = False  # as in MultiProcessRunnerZMQ
         self._held: list[list[Any]] = [[] for _ in range(num_thread)]
+        self._tracking: Tracking | None = None  # as in MultiProcessRunnerZMQ
+        self._turns = _RoundRobin(num_thread)
+        self._num_prefetch = num_prefetch
+        self._queues: list[queue.Queue] = []  # one per thread in tracking mode
 
     def __len__(self) -> int:
         return len(self.dfs[0])
 
     def _put(self, item: Any) -> bool:
+        q = self._queues[item[0]] if self._queues else self.queue
         while not self._stop.is_set():
             try:
-                self.queue.put(item, timeout=0.2)
+                q.put(item, timeout=0.2)
                 return True
             except queue.Full:
                 continue
@@ -257,10 +323,11 @@ class MultiThreadRunner(DataFlow):
 
     def _run(self, index: int) -> None:
         try:
-            for item in _worker_stream(self.dfs[index], index, self.num_thread, thread_only=True):
+            stream = _worker_stream(self.dfs[index], index, self.num_thread, True, self._tracking)
+            for item in stream:
                 if not self._put((index, item)):
                     return
-                if isinstance(item, EpochEnd):  # wait until every thread has finished this epoch
+                if isinstance(item, EpochEnd) and self._tracking is None:  # wait for the other threads
                     while not self._permits[index].acquire(timeout=0.2):
                         if self._stop.is_set():
                             return
@@ -270,13 +337,16 @@ class MultiThreadRunner(DataFlow):
     def reset_state(self) -> None:
         if self._threads:
             raise RuntimeError("MultiThreadRunner.reset_state() was already called")
+        if self._tracking is not None:
+            size = max(1, self._num_prefetch // self.num_thread)
+            self._queues = [queue.Queue(maxsize=size) for _ in range(self.num_thread)]
         for i in range(self.num_thread):
             t = threading.Thread(target=self._run, args=(i,), name=f"MultiThreadRunner-{i}", daemon=True)
             self._threads.append(t)
             t.start()
 
-    def _get(self) -> tuple[int, Any]:
-        index, item = self.queue.get()
+    def _get(self, index: int | None = None) -> tuple[int, Any]:
+        index, item = (self.queue if index is None else self._queues[index]).get()
         if isinstance(item, _ThreadError):
             raise RuntimeError(f"MultiThreadRunner: thread {index} failed: {item.error!r}") from item.error
         return index, item
@@ -289,6 +359,9 @@ class MultiThreadRunner(DataFlow):
         if not self._threads:
             raise RuntimeError("MultiThreadRunner: call reset_state() before iterating")
         with self._guard:
+            if self._tracking is not None:
+                yield from self._iter_round_robin()
+                return
             if self._exact is None:
                 lengths: list[Any] = [None] * self.num_thread
                 seen = 0
@@ -328,6 +401,20 @@ class MultiThreadRunner(DataFlow):
                 continue
             yield item
 
+    def _iter_round_robin(self) -> Iterator[Any]:
+        """As :meth:`MultiProcessRunnerZMQ._round_robin_epoch`, from one queue per thread."""
+        turns = self._turns
+        while True:
+            _, item = self._get(turns.current())
+            if isinstance(item, WorkerStarted):
+                continue
+            if isinstance(item, EpochEnd):
+                if turns.ended():
+                    return
+                continue
+            turns.took()
+            yield item
+
     def _iter_free(self) -> Iterator[Any]:
         size = dataflow_len(self.dfs[0])
         produced = 0
@@ -345,6 +432,9 @@ class MultiThreadRunner(DataFlow):
     def close(self) -> None:
         """Stop the threads (they are daemons either way)."""
         self._stop.set()
+        for q in [self.queue, *self._queues]:  # a thread waiting to put sees the stop at once
+            while not q.empty():
+                q.get_nowait()
         for t in self._threads:
             t.join(1.0)
 

@@ -13,7 +13,9 @@ sequential on disk. Each epoch:
    shuffle buffer of ``shuffle_buffer`` records (flushed at the end of the epoch).
 
 So the ranks and workers of a job together read every record of an epoch once (``remainder``
-aside), deterministically for a given ``seed``. Subclasses open their file in :meth:`_open`
+aside), deterministically for a given ``seed``. The shuffle buffer of a worker is seeded from
+``(seed, epoch, rank, worker)``, so a :class:`~towerpack.dataflow.position_tracker.PositionTracker` can
+replay it on positions to know which records a worker has yielded. Subclasses open their file in :meth:`_open`
 (called by ``reset_state``, in the process that reads), tell the record count in :meth:`_count`
 and read a run in :meth:`_read_run`.
 """
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .base import DataFlow
+from .position import PositionSource
 from .sharding import Remainder, SelfSharding, Shard
 
 __all__ = ["BLOCK_SIZE", "SHUFFLE_BUFFER", "DatasetReader"]
@@ -34,11 +37,13 @@ __all__ = ["BLOCK_SIZE", "SHUFFLE_BUFFER", "DatasetReader"]
 BLOCK_SIZE = 256
 #: Records in the shuffle buffer of a shuffling reader.
 SHUFFLE_BUFFER = 1024
+#: Buffer slots drawn at once by the shuffle buffer.
+_PICKS = 4096
 #: The seed of the epoch order when none is given: every process of a job must agree on it.
 DEFAULT_SEED = 0
 
 
-class DatasetReader(SelfSharding, DataFlow):
+class DatasetReader(PositionSource, SelfSharding, DataFlow):
     """Read a dataset's records in sharded, sequential runs; see the module docstring.
 
     Args:
@@ -94,7 +99,7 @@ class DatasetReader(SelfSharding, DataFlow):
     def reset_state(self) -> None:
         self._open()
         self._opened = True
-        self._epoch = 0
+        self._epoch = self._first_epoch()
 
     def record_runs(self, epoch: int) -> list[tuple[int, int]]:
         """``(start, stop)`` record runs this process reads in epoch ``epoch`` (from 1), in order."""
@@ -107,7 +112,7 @@ class DatasetReader(SelfSharding, DataFlow):
         ends = np.minimum(starts + self.block_size, n)
         cum = np.concatenate([[0], np.cumsum(ends - starts)])  # order position of each block's start
         runs: list[tuple[int, int]] = []
-        for piece in self.shard().runs(n, self.remainder) if self.shards_itself else [range(n)]:
+        for piece in self._epoch_runs(n, self._consumed(epoch)):
             pos = piece.start
             while pos < piece.stop:
                 b = int(np.searchsorted(cum, pos, side="right")) - 1
@@ -121,19 +126,62 @@ class DatasetReader(SelfSharding, DataFlow):
         if not self._opened:
             raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
         self._epoch += 1
-        records = (r for start, stop in self.record_runs(self._epoch) for r in self._read_run(start, stop))
+        runs = self.record_runs(self._epoch)
+        self._items_read = sum(stop - start for start, stop in runs)
+        records = (r for start, stop in runs for r in self._read_run(start, stop))
         if not self.shuffle:
             yield from records
             return
         shard = self.shard()
-        rng = np.random.default_rng((self.seed, self._epoch, shard.rank, shard.worker, 1))
-        buf: list[Any] = []
-        for r in records:
-            if len(buf) < self.shuffle_buffer:
-                buf.append(r)
-                continue
-            i = int(rng.integers(len(buf)))
-            yield buf[i]
-            buf[i] = r
+        yield from _shuffle_buffer(
+            records, self.shuffle_buffer, self._buffer_rng(epoch=self._epoch, shard=shard)
+        )
+
+    def _buffer_rng(self, epoch: int, shard: Shard) -> np.random.Generator:
+        return np.random.default_rng((self.seed, epoch, shard.rank, shard.worker, 1))
+
+    def _emitted_positions(self, epoch: int, shard: Shard, runs: list[range], count: int) -> list[int]:
+        """The order positions of the first ``count`` records yielded when reading ``runs``."""
+        positions = [p for r in runs for p in r]
+        if not self.shuffle:
+            return positions[:count]
+        return buffer_emissions(positions, self.shuffle_buffer, self._buffer_rng(epoch, shard), count)
+
+
+def buffer_emissions(items: list[Any], size: int, rng: np.random.Generator, count: int) -> list[Any]:
+    """The first ``count`` items :func:`_shuffle_buffer` yields from ``items`` (the same draws, faster:
+    a tracker replays every worker's buffer on positions at each checkpoint)."""
+    steps = max(0, len(items) - size)  # items that replace a yielded one
+    taken = min(count, steps)
+    chunks = -(-(steps if count > steps else taken) // _PICKS)
+    picks = [v for _ in range(chunks) for v in rng.integers(size, size=_PICKS).tolist()]  # as drawn there
+    buf = items[:size]
+    out = []
+    for j in range(taken):
+        i = picks[j]
+        out.append(buf[i])
+        buf[i] = items[size + j]
+    if count > steps:
         rng.shuffle(buf)
-        yield from buf
+        out += buf[: count - steps]
+    return out
+
+
+def _shuffle_buffer(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
+    """``items`` through a shuffle buffer of ``size``, flushed (shuffled) at the end.
+
+    The buffer's slots are drawn in chunks: the same draws whether records or positions go through.
+    """
+    buf: list[Any] = []
+    picks: list[int] = []
+    for r in items:
+        if len(buf) < size:
+            buf.append(r)
+            continue
+        if not picks:
+            picks = rng.integers(size, size=_PICKS).tolist()[::-1]
+        i = picks.pop()
+        yield buf[i]
+        buf[i] = r
+    rng.shuffle(buf)
+    yield from buf

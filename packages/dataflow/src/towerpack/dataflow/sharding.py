@@ -186,12 +186,13 @@ class Shard:
         total = remainder.epoch_length(n, self.world_size)
         start, length = _split(0, total, self.world_size, self.rank)
         start, length = _split(start, length, self.num_workers, self.worker)
-        end = start + length
-        if end <= n:
-            return [range(start, end)] if length else []
-        if start >= n:
-            return [range(start - n, end - n)]
-        return [range(start, n), range(0, end - n)]
+        runs, pos, end = [], start, start + length
+        while pos < end:  # padding wraps around the order, more than once when n < world_size
+            first = pos % n
+            take = min(end - pos, n - first)
+            runs.append(range(first, first + take))
+            pos += take
+        return runs
 
     def keeps(self, position: int) -> bool:
         """Whether this worker keeps stream position ``position`` (interleaved split, for streams)."""

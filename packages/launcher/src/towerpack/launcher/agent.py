@@ -18,7 +18,7 @@ from towerpack.launcher.errors import USAGE_EXIT, Closed, ProtocolError, Refusal
 from towerpack.launcher.events import CoordinatorLost, LocalStopDone, Message, SignalReceived
 from towerpack.launcher.group import FAILURE_GRACE_S, LocalGroup
 from towerpack.launcher.nodes import local_info
-from towerpack.launcher.plan import NodeInfo, ports_needed
+from towerpack.launcher.plan import NodeInfo, elastic_ports, ports_needed
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import ProbeListener
 from towerpack.launcher.protocol import (
@@ -59,7 +59,10 @@ def run(spec: LaunchSpec) -> int:
             if spec.via_ssh:
                 threading.Thread(target=_watch_stdin, args=(events,), daemon=True).start()
             addr = spec.node_addr or net.source_address(spec.master_addr)
-            held = HeldPorts(addr, ports_needed(spec.node_rank, spec.slots, spec.n_ps, spec.nnodes))
+            if spec.elastic:
+                held = HeldPorts(addr, elastic_ports(spec.slots, spec.n_ps))
+            else:
+                held = HeldPorts(addr, ports_needed(spec.node_rank, spec.slots, spec.n_ps, spec.nnodes))
             listener = ProbeListener(addr)
             info = local_info(spec, spec.node_rank, addr, spec.slots, spec.cuda, held, listener.port)
             try:
@@ -109,7 +112,12 @@ def _join(spec: LaunchSpec, info: NodeInfo, received: Received) -> tuple[Connect
             time.sleep(0.3)
     conn = Connection(sock, Side.AGENT)
     try:
-        return conn, protocol.agent_handshake(conn, spec.secret, Join(info, spec.nnodes, spec.n_ps))
+        if spec.elastic:
+            r = spec.elastic
+            join = Join(info, 0, spec.n_ps, r.min_nodes, r.max_nodes, spec.backend.value)
+        else:
+            join = Join(info, spec.nnodes, spec.n_ps)
+        return conn, protocol.agent_handshake(conn, spec.secret, join)
     except Refused as exc:
         conn.close()
         wrong_secret = exc.refusal is Refusal.WRONG_SECRET
@@ -162,6 +170,8 @@ class Agent:
             elif isinstance(event, CoordinatorLost):
                 where = net.host_port(self.spec.master_addr, self.spec.master_port)
                 say(f"lost contact with node 0 at {where}: {event.why}; stopping this node's processes")
+                if self.spec.elastic:
+                    say("node 0 coordinates this elastic job and cannot be replaced: the job ends")
                 self._finish_stop()
                 return 128 + self.signalled if self.signalled else 1
             elif isinstance(event, Message):

@@ -20,6 +20,7 @@ from towerpack.launcher import job_secret, net, slurm
 from towerpack.launcher.console import Bars
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.hosts import HostSlots, parse_hostfile, parse_hosts
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange
 from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.ports import check_port
@@ -29,6 +30,7 @@ from towerpack.launcher.tasks import TaskId
 
 
 def build(a: argparse.Namespace, env: dict) -> LaunchSpec:
+    a = _with_node_range(a)
     common = _common(a, env)
     if a.hosts or a.hostfile:
         return ssh_mode(a, env, common)
@@ -64,6 +66,8 @@ def ssh_mode(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
         raise UsageError("--np cannot be combined with --hosts/--hostfile (the slots give the process count)")
     if a.nnodes is not None or a.node_rank is not None:
         raise UsageError("--hosts/--hostfile start every node over ssh; leave out --nnodes/--node-rank")
+    if a.rendezvous_timeout != RENDEZVOUS_TIMEOUT_S:
+        raise UsageError("--rendezvous-timeout is for elastic jobs (--nnodes MIN:MAX)")
     for h in hosts:
         net.resolve(h.host)  # a typo in any host name: one clear line now, not an ssh failure later
     local = any(net.is_local(h.host) for h in hosts)
@@ -80,6 +84,10 @@ def ssh_mode(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
 
 def node_mode(a: argparse.Namespace, env: dict, common: dict, step: slurm.SlurmStep | None) -> LaunchSpec:
     """One launcher per node: node 0 coordinates, the others are its agents."""
+    if a.elastic is not None:
+        return elastic_node(a, env, common)
+    if a.rendezvous_timeout != RENDEZVOUS_TIMEOUT_S:
+        raise UsageError("--rendezvous-timeout is for elastic jobs (--nnodes MIN:MAX)")
     if step is not None:
         nnodes, node_rank, node_addr = step.nnodes, step.node_rank, step.nodes[step.node_rank]
         master_host, master_port = step.nodes[0], step.master_port
@@ -108,6 +116,34 @@ def node_mode(a: argparse.Namespace, env: dict, common: dict, step: slurm.SlurmS
     )  # fmt: skip
 
 
+def elastic_node(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
+    """``--nnodes MIN:MAX``: node 0 coordinates; any other launcher may join (or leave) at any time and
+    gets its node rank at each rendezvous."""
+    if a.master is None:
+        raise UsageError("--nnodes MIN:MAX needs --master ADDR:PORT (where node 0 coordinates)")
+    if a.node_rank is not None and a.node_rank < 0:
+        raise UsageError(f"--node-rank must not be negative, got {a.node_rank}")
+    if a.rendezvous_timeout <= 0:
+        raise UsageError("--rendezvous-timeout must be positive")
+    master_host, master_port = net.split_host_port(a.master, net.DEFAULT_MASTER_PORT, "--master")
+    master_addr = net.resolve(master_host)
+    slots, cuda = _local_processes(a, env)
+    node_addr = net.iface_address(a.network_interface) if a.network_interface else a.node_addr
+    # Node 0 is the launcher told so, or (no --node-rank) the one on the machine --master names.
+    first = a.node_rank == 0 if a.node_rank is not None else net.is_local(master_addr)
+    if first:
+        _check_backend_address(common["backend"], master_addr)
+        check_port(master_addr, master_port, "--master port")
+        if common["rank_master_port"] is not None:
+            check_port(master_addr, common["rank_master_port"], "--master-port")
+    return LaunchSpec(
+        mode=Mode.NODE, role=Role.COORDINATOR if first else Role.AGENT, slots=slots, cuda=cuda,
+        nnodes=a.elastic.max_nodes, elastic=a.elastic, rendezvous_timeout=a.rendezvous_timeout,
+        master_addr=master_addr, master_port=master_port, node_addr=node_addr, iface=a.network_interface,
+        secret=job_secret.for_node_mode(env, a.secret_file), **common,
+    )  # fmt: skip
+
+
 def ssh_agent(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
     """An agent that a coordinator started over ssh (hidden arguments; the secret comes on stdin)."""
     if a.nnodes is None or a.node_rank is None or a.master is None:
@@ -129,6 +165,16 @@ def ssh_agent(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
 
 
 # -- shared parts --------------------------------------------------------------------------------------
+def _with_node_range(a: argparse.Namespace) -> argparse.Namespace:
+    """``--nnodes`` as a number (MAX when elastic) and ``elastic``: the MIN:MAX range or None."""
+    elastic = NodeRange.parse(a.nnodes) if a.nnodes is not None else None
+    if a.nnodes is None or elastic is not None:
+        nnodes = elastic.max_nodes if elastic else None
+    else:
+        nnodes = int(a.nnodes)
+    return argparse.Namespace(**{**vars(a), "nnodes": nnodes, "elastic": elastic})
+
+
 def _common(a: argparse.Namespace, env: dict) -> dict:
     """The fields every mode fills the same way."""
     # A "--" before the script ends the launcher's options; everything after the script is the script's.
@@ -151,7 +197,7 @@ def _common(a: argparse.Namespace, env: dict) -> dict:
     if a.backend:
         backend = Backend(a.backend)
     else:
-        backend = Backend.HOROVOD if importlib.util.find_spec("horovod") else Backend.NONE
+        backend = _default_backend()
     if a.ps and backend is not Backend.TF_SERVER:
         why = "the collective all-reduce has no parameter servers" if backend is Backend.TF_COLLECTIVE else ""
         raise UsageError(
@@ -248,3 +294,15 @@ def _secret_from_stdin() -> bytes:
     if len(line.strip()) < job_secret.MIN_LENGTH:
         raise UsageError("an agent started over ssh expects the job secret on its standard input")
     return line.strip()
+
+
+def _default_backend() -> Backend:
+    """Horovod where it is installed; else TensorFlow's collective all-reduce (the trainer's
+    ``default_trainer`` follows it), or only the common variables without TensorFlow either."""
+    try:
+        horovod = importlib.util.find_spec("horovod.tensorflow") is not None  # imports horovod (light)
+    except ImportError:  # a horovod package that cannot be imported
+        horovod = False
+    if horovod:
+        return Backend.HOROVOD
+    return Backend.TF_COLLECTIVE if importlib.util.find_spec("tensorflow") else Backend.NONE

@@ -10,6 +10,7 @@ import sys
 from towerpack.launcher import builders, console
 from towerpack.launcher.console import Bars
 from towerpack.launcher.errors import USAGE_EXIT, UsageError
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.protocol import HEARTBEAT_TIMEOUT_S
 from towerpack.launcher.spec import LaunchSpec, Role
@@ -19,6 +20,7 @@ EPILOG = """examples:
   launch --np 2 -m mypkg.train                two CPU processes running a module
   launch --hosts a:4,b:4 train.py             eight processes on two hosts, over ssh
   launch --nnodes 2 --node-rank R --master a:29400 --gpus all train.py   (on each node)
+  launch --nnodes 2:4 --master a:29400 --gpus all train.py   (elastic: on each node, any time)
 """
 
 
@@ -47,8 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     nodes = p.add_argument_group("one launcher per node (an srun step is detected)")
-    nodes.add_argument("--nnodes", type=int, metavar="N", help="number of nodes")
-    nodes.add_argument("--node-rank", type=int, metavar="R", help="this node's rank, 0..nnodes-1")
+    nodes.add_argument(
+        "--nnodes",
+        metavar="N|MIN:MAX",
+        help="number of nodes; MIN:MAX: elastic, nodes may leave and join (see docs/cluster.md)",
+    )
+    nodes.add_argument(
+        "--node-rank",
+        type=int,
+        metavar="R",
+        help="this node's rank, 0..nnodes-1 (elastic: optional, 0 marks node 0)",
+    )
     nodes.add_argument(
         "--master",
         metavar="ADDR:PORT",
@@ -69,11 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--start-timeout", type=float, default=60.0, metavar="S", help="seconds to wait for all nodes (60)"
     )
     nodes.add_argument(
+        "--rendezvous-timeout",
+        type=float,
+        default=RENDEZVOUS_TIMEOUT_S,
+        metavar="S",
+        help=f"elastic: with fewer than MIN nodes left, wait this long for more ({RENDEZVOUS_TIMEOUT_S:g})",
+    )
+    nodes.add_argument(
         "--heartbeat-timeout",
         type=float,
         default=HEARTBEAT_TIMEOUT_S,
         metavar="S",
-        help=f"a node silent this long is lost and ends the job ({HEARTBEAT_TIMEOUT_S:g})",
+        help=f"a node silent this long is lost and ends the job, unless elastic ({HEARTBEAT_TIMEOUT_S:g})",
     )
     nodes.add_argument(
         "--secret-file",
@@ -157,9 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             from towerpack.launcher import agent
 
             return agent.run(spec)
-        from towerpack.launcher import coordinator
+        if spec.elastic:
+            from towerpack.launcher.elastic import ElasticCoordinator
 
-        return coordinator.run(spec)
+            return ElasticCoordinator(spec).run()
+        from towerpack.launcher.coordinator import Coordinator
+
+        return Coordinator(spec).run()
     except UsageError as exc:
         print(f"launch: error: {exc}", file=sys.stderr, flush=True)
         return USAGE_EXIT

@@ -123,10 +123,10 @@ class Coordinator:
             self._teardown()
             watchdog.stop(dog)
 
-    def _supervise(self) -> RunResult:
+    def _job_config(self) -> JobConfig:
+        """What every attempt's plan needs to know of the job, besides its nodes."""
         spec = self.spec
-        infos = [n.info for n in self.nodes]
-        cfg = JobConfig(
+        return JobConfig(
             backend=spec.backend,
             n_ps=spec.n_ps,
             store=self.store.address(spec.master_addr) if self.store else None,
@@ -134,6 +134,11 @@ class Coordinator:
             max_restarts=spec.max_restarts,
             job_id=spec.job_id,
         )
+
+    def _supervise(self) -> RunResult:
+        spec = self.spec
+        infos = [n.info for n in self.nodes]
+        cfg = self._job_config()
         for attempt in range(spec.max_restarts + 1):
             if self.store:
                 self.store.clear()
@@ -391,7 +396,3 @@ def _unique(failures: list[Failure]) -> list[Failure]:
             seen.add(key)
             out.append(f)
     return out
-
-
-def run(spec: LaunchSpec) -> int:
-    return Coordinator(spec).run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from towerpack.launcher.membership import ChangeReason
 from towerpack.launcher.tasks import Exit
 
 
@@ -33,6 +34,14 @@ class NodeLost:
     node: int
     why: str
     last_heard: float
+    reason: ChangeReason = ChangeReason.LOST
+
+
+@dataclass(frozen=True)
+class NodeJoined:
+    """An agent joined a running elastic job as ``node`` (see :mod:`towerpack.launcher.elastic`)."""
+
+    node: int
 
 
 @dataclass(frozen=True)

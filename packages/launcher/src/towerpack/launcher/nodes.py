@@ -16,6 +16,7 @@ from towerpack.launcher.console import say
 from towerpack.launcher.errors import AuthenticationError, Closed, ProtocolError, Refusal, Refused
 from towerpack.launcher.events import NodeLost, NodeProbed, NodeSignalled, TaskEnded
 from towerpack.launcher.group import LocalGroup
+from towerpack.launcher.membership import ChangeReason
 from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import NodeInfo, ports_needed
 from towerpack.launcher.ports import HeldPorts
@@ -27,6 +28,7 @@ from towerpack.launcher.protocol import (
     Hurry,
     Join,
     Loss,
+    LossReason,
     Probe,
     Probed,
     ProbeTarget,
@@ -136,7 +138,7 @@ class RemoteNode:
         self.state = NodeState.LOST
         self._stopped.set()
         why = loss.describe(self.channel.timeout)
-        self._events.put(NodeLost(self.info.node, why, loss.last_heard))
+        self._events.put(NodeLost(self.info.node, why, loss.last_heard, change_reason(loss)))
 
     def start(self, tasks: list[Task], attempt: int) -> None:
         # A failed send reports the loss: the attempt then ends instead of waiting for these tasks.
@@ -161,6 +163,15 @@ class RemoteNode:
     def finish(self, code: int) -> None:
         self.channel.send(Finish(code))
         self.channel.close()
+
+
+def change_reason(loss: Loss) -> ChangeReason:
+    """How a lost connection reads in an elastic job's membership record."""
+    return {
+        LossReason.CLOSED: ChangeReason.LOST,
+        LossReason.SILENT: ChangeReason.SILENT,
+        LossReason.BROKEN: ChangeReason.FAILED,
+    }[loss.reason]
 
 
 class ControlServer:
@@ -233,28 +244,27 @@ class ControlServer:
             except OSError:
                 conn.close()
                 return
-            self.joined[join.info.node] = RemoteNode(conn, join.info, self.events, self.welcome)
+            self._admit(conn, join)
             self._cond.notify_all()
+
+    def _admit(self, conn: Connection, join: Join) -> None:
+        """Add the agent that passed ``_check`` (called with the lock held)."""
+        self.joined[join.info.node] = RemoteNode(conn, join.info, self.events, self.welcome)
 
     def _check(self, join: Join) -> str | None:
         """Why this agent cannot join (None: it can). Called with the lock held."""
         info = join.info
         if join.nnodes != self.nnodes or join.n_ps != self.n_ps:
+            theirs = f"{join.min_nodes}:{join.max_nodes}" if join.max_nodes else join.nnodes
             return (
                 f"node 0 runs --nnodes {self.nnodes} --ps {self.n_ps}, "
-                f"this node --nnodes {join.nnodes} --ps {join.n_ps}"
+                f"this node --nnodes {theirs} --ps {join.n_ps}"
             )
         if info.node not in self.expected:
             return f"node rank {info.node} is not one this job waits for"
         if info.node in self.joined:
             return f"node rank {info.node} has already joined"
-        if info.slots < 1 or (info.cuda is not None and len(info.cuda) != info.slots):
-            return f"node {info.node} describes {info.slots} slot(s) with GPUs {info.cuda}"
-        if len(info.ports) != ports_needed(info.node, info.slots, self.n_ps, self.nnodes):
-            return f"node {info.node} offers {len(info.ports)} ports for its tasks"
-        if not all(0 < p < 65536 for p in (*info.ports, info.probe_port or 1)) or not info.addr:
-            return f"node {info.node} gives a bad address or port"
-        return None
+        return check_info(info, ports_needed(info.node, info.slots, self.n_ps, self.nnodes))
 
     def wait_all(self, timeout: float, abort=lambda: None) -> list[int]:
         """Wait for every other node; return the node ranks still missing after ``timeout``."""
@@ -267,6 +277,17 @@ class ControlServer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def check_info(info: NodeInfo, ports: int) -> str | None:
+    """What is wrong with a joining node's description (None: nothing); it must offer ``ports`` ports."""
+    if info.slots < 1 or (info.cuda is not None and len(info.cuda) != info.slots):
+        return f"node {info.node} describes {info.slots} slot(s) with GPUs {info.cuda}"
+    if len(info.ports) != ports:
+        return f"node {info.node} offers {len(info.ports)} ports for its tasks"
+    if not all(0 < p < 65536 for p in (*info.ports, info.probe_port or 1)) or not info.addr:
+        return f"node {info.node} gives a bad address or port"
+    return None
 
 
 def _refuse(conn: Connection, refusal: Refusal, reason: str, authenticated: bool = True) -> None:

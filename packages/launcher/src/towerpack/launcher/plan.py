@@ -49,6 +49,12 @@ def ports_needed(node: int, slots: int, n_ps: int, nnodes: int) -> int:
     return slots + ps_nodes(n_ps, nnodes).count(node) + 1
 
 
+def elastic_ports(slots: int, n_ps: int) -> int:
+    """Ports a node of an elastic job holds: its node rank (so its share of parameter servers) changes
+    at every rendezvous, so enough for all of them."""
+    return slots + n_ps + 1
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """Job-wide settings the coordinator turns into every task's environment."""
@@ -61,8 +67,10 @@ class JobConfig:
     job_id: str
 
 
-def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int, list[Task]]:
-    """The tasks of every node (keyed by node rank) for one attempt."""
+def build_tasks(
+    nodes: list[NodeInfo], cfg: JobConfig, attempt: int, extra: dict[str, str] | None = None
+) -> dict[int, list[Task]]:
+    """The tasks of every node (keyed by node rank) for one attempt; ``extra`` goes to every task."""
     nodes = sorted(nodes, key=lambda n: n.node)
     world = sum(n.slots for n in nodes)
     offsets, total = {}, 0
@@ -78,6 +86,7 @@ def build_tasks(nodes: list[NodeInfo], cfg: JobConfig, attempt: int) -> dict[int
         "MAX_RESTARTS": str(cfg.max_restarts),
         "TOWERPACK_JOB_ID": cfg.job_id,
         "TOWERPACK_BACKEND": cfg.backend.value,
+        **(extra or {}),
     }
     ps_where = ps_nodes(cfg.n_ps, len(nodes))
     tf_cluster = None

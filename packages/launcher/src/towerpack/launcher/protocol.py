@@ -98,11 +98,14 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Join:
-    """Agent: who it is and the job it was started for."""
+    """Agent: who it is and the job it was started for (elastic agents: ``nnodes`` 0, MIN:MAX given)."""
 
     info: NodeInfo
     nnodes: int
     n_ps: int
+    min_nodes: int = 0
+    max_nodes: int = 0
+    backend: str = ""
 
 
 @dataclass(frozen=True)

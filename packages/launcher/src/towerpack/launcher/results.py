@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from towerpack.launcher.membership import MembershipChange
 from towerpack.launcher.signals import name as signal_name
 from towerpack.launcher.tasks import Exit, TaskId, exit_status
 
@@ -93,10 +94,12 @@ class RunResult:
     killed: int = 0  # processes still running at the end of the grace period (SIGKILLed)
     message: str = ""  # why the job did not start
     notes: tuple[str, ...] = ()  # said after the summary
+    changes: tuple[MembershipChange, ...] = ()  # an elastic job's membership changes, oldest first
 
     def summary(self) -> list[str]:
         """The lines the coordinator prints at the end (each after ``launch: ``)."""
-        return [*self._summary(), *self.notes]
+        changes = ["membership changes:\n" + "\n".join(f"    {c.describe()}" for c in self.changes)]
+        return [*self._summary(), *self.notes, *(changes if self.changes else [])]
 
     def _summary(self) -> list[str]:
         if self.state is JobState.NOT_STARTED:
@@ -133,6 +136,7 @@ class RunResult:
             "root_cause": self.root_cause.to_json() if self.root_cause else None,
             "other_failures": [f.to_json() for f in self.others],
             "signal": signal_name(self.signal) if self.signal else None,
+            "membership_changes": [c.to_json() for c in self.changes],
             "time": time.time(),
         }
 

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from towerpack.launcher.hosts import HostSlots
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange
 from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.protocol import HEARTBEAT_TIMEOUT_S
@@ -49,8 +50,10 @@ class LaunchSpec:
     cuda: tuple[str, ...] | None = None  # CUDA_VISIBLE_DEVICES per local worker (None: leave it alone)
     gpus: str | None = None  # --gpus as given (ssh agents pick their own)
     hosts: tuple[HostSlots, ...] = ()  # ssh mode
-    nnodes: int = 1
-    node_rank: int = 0
+    nnodes: int = 1  # elastic: MAX
+    node_rank: int = 0  # elastic agents: given at each rendezvous, not here
+    elastic: NodeRange | None = None  # --nnodes MIN:MAX
+    rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S  # elastic: wait this long when fewer than MIN are left
     master_addr: str = "127.0.0.1"  # where the coordinator listens
     master_port: int | None = None  # the coordinator's control port (node and ssh modes)
     node_addr: str | None = None  # this node's address for the others (default: its route to master)

@@ -8,6 +8,7 @@ variable files and export.
 
 from . import gradproc, logger, optimizer, sessinit, summary, tower, varreplace
 from .base import DataFlowInput, NewSessionCreator, StopTraining, Trainer, default_session_config
+from .batch_policy import BatchPolicy, BatchSetup, batch_for_world_size
 from .callbacks import *  # noqa: F403
 from .callbacks import __all__ as _callbacks_all
 from .collection import backup_collection, freeze_collection, restore_collection
@@ -44,6 +45,7 @@ from .multigpu import (
 from .optimizer import *  # noqa: F403
 from .predict import *  # noqa: F403
 from .predict import __all__ as _predict_all
+from .resume_state import ResumeRecord, TrainerPosition
 from .scope_utils import auto_reuse_variable_scope, cached_name_scope, under_name_scope, under_variable_scope
 from .sessinit import *  # noqa: F403
 from .sessinit import __all__ as _sessinit_all
@@ -85,6 +87,11 @@ from .varmanip import (
 from .varreplace import custom_getter_scope, freeze_variables, remap_variables
 
 __all__ = [
+    "BatchPolicy",
+    "BatchSetup",
+    "ResumeRecord",
+    "TrainerPosition",
+    "batch_for_world_size",
     "DEFAULT_CALLBACKS",
     "DEFAULT_MONITORS",
     "AsyncMultiGPUTrainer",

@@ -23,6 +23,7 @@ from .compat import tf, tfv1
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, TrainConfig
 from .hooked_session import HookedSession
 from .input_source.base import InputSource, InputSourceCallback
+from .resume_state import PositionKeeper, ResumeRecord, TrainerPosition, resume_step
 from .sesscreate import NewSessionCreator, default_session_config
 from .sessinit import JustCurrentSession, SessionInit, SmartInit
 from .stop_training import StopTraining
@@ -65,8 +66,11 @@ class Trainer:
         only its runs fire ``before_run``/``after_run`` and count as a global step.
         epoch_num: the current epoch (1-based; ``starting_epoch - 1`` before training).
         local_step: the step within the epoch (0-based; -1 before the first step).
+        epoch_start_step: the step the current epoch started at: 0, except in an epoch resumed in its
+        middle (``exact_resume``), whose steps are ``epoch_start_step .. steps_per_epoch-1``.
         global_step: number of hooked runs so far, including those of earlier (resumed) runs.
-        steps_per_epoch, starting_epoch, max_epoch: the loop's bounds.
+        steps_per_epoch, starting_epoch, max_epoch: the loop's bounds; starting_step: the step the
+        first epoch starts at (0 unless it resumes in its middle).
         monitors: where callbacks report scalars and summaries.
 
     Callbacks may add a short note to the line that logs the end of an epoch with
@@ -121,6 +125,11 @@ class Trainer:
         self.starting_epoch = 1
         self.max_epoch = None
         self._epoch_notes: list[str] = []
+        self.epoch_start_step = 0
+        self.starting_step = 0
+        self._epoch_steps_done = 0
+        #: Position tracking (``exact_resume``): the data's tracker and this run's count; None when off.
+        self.position_keeper: PositionKeeper | None = None
 
     @property
     def global_step(self) -> int:
@@ -226,6 +235,51 @@ class Trainer:
     def _after_session_creation(self) -> None:
         """Subclasses: runs right after variables are initialized (e.g. to broadcast them); no new ops."""
 
+    # ---- position (exact resume) ----------------------------------------------------------------
+    def trainer_position(self) -> TrainerPosition:
+        """Where the loop stands now: global step, epoch, and steps of the epoch done."""
+        epoch = max(self.epoch_num, self.starting_epoch)
+        return TrainerPosition(self.global_step, epoch, self._epoch_steps_done, self.steps_per_epoch or 0)
+
+    def datapoints_trained(self) -> int:
+        """Datapoints this process trained on since the loop started (one per tower and step)."""
+        if self.epoch_num < self.starting_epoch:
+            return 0
+        epochs = self.epoch_num - self.starting_epoch
+        steps = epochs * self.steps_per_epoch + self._epoch_steps_done - self.starting_step
+        return steps * max(1, len(self.devices))
+
+    def resume_record(self) -> ResumeRecord | None:
+        """What a checkpoint saved now records of where training stands (None: tracking is off)."""
+        if self.position_keeper is None:
+            return None
+        return self.position_keeper.record(self.trainer_position(), self.datapoints_trained())
+
+    def _start_position_tracking(
+        self, resume_from: ResumeRecord | None, steps_per_epoch: int, starting_epoch: int
+    ) -> tuple[int, int]:
+        """Make the tracker of the input's DataFlow and start it (before the DataFlow is reset) where
+        ``resume_from`` left the data; returns the ``(epoch, step)`` the loop starts at."""
+        keeper = self.position_keeper = PositionKeeper.for_trainer(self)
+        if resume_from is None:
+            keeper.tracker.start(None)
+            return starting_epoch, 0
+        epoch, step = resume_step(resume_from, keeper, int(steps_per_epoch))
+        keeper.tracker.start(resume_from.data)
+        old = resume_from.trainer
+        logger.info(
+            "Resuming epoch %d at step %d of %d (global_step %d; saved at step %d of %d; %d -> %d ranks)",
+            epoch,
+            step,
+            steps_per_epoch,
+            old.global_step,
+            old.step_in_epoch,
+            old.steps_per_epoch,
+            resume_from.world_size,
+            keeper.world_size,
+        )
+        return epoch, step
+
     # ---- the loop ----------------------------------------------------------------------------
     def run_step(self) -> None:
         """One training step: runs ``train_op`` through the hooked session. Override to do more."""
@@ -236,16 +290,22 @@ class Trainer:
         self.hooked_sess.run(self.train_op)
 
     @_once
-    def main_loop(self, steps_per_epoch: int, starting_epoch: int, max_epoch: int) -> None:
-        """Run epochs ``starting_epoch..max_epoch`` (inclusive) of ``steps_per_epoch`` steps."""
+    def main_loop(
+        self, steps_per_epoch: int, starting_epoch: int, max_epoch: int, start_step: int = 0
+    ) -> None:
+        """Run epochs ``starting_epoch..max_epoch`` (inclusive) of ``steps_per_epoch`` steps; the first
+        one from step ``start_step`` (a resumed epoch)."""
         steps_per_epoch, starting_epoch, max_epoch = int(steps_per_epoch), int(starting_epoch), int(max_epoch)
-        if steps_per_epoch < 0 or starting_epoch < 1:
+        start_step = int(start_step)
+        if steps_per_epoch < 0 or starting_epoch < 1 or not 0 <= start_step <= max(0, steps_per_epoch - 1):
             raise ValueError(
-                f"bad loop bounds: steps_per_epoch={steps_per_epoch}, starting_epoch={starting_epoch}"
+                f"bad loop bounds: steps_per_epoch={steps_per_epoch}, starting_epoch={starting_epoch}, "
+                f"start_step={start_step}"
             )
         self.steps_per_epoch, self.starting_epoch, self.max_epoch = steps_per_epoch, starting_epoch, max_epoch
         self.epoch_num = starting_epoch - 1
         self.local_step = -1
+        self.starting_step = self._epoch_steps_done = start_step
         callbacks = self._callbacks
         with self.sess.as_default():
             try:
@@ -253,14 +313,17 @@ class Trainer:
                 if self.global_step:
                     logger.info("Starting at epoch %d, global_step %d", starting_epoch, self.global_step)
                 for self.epoch_num in range(starting_epoch, max_epoch + 1):
-                    logger.info("Start epoch %d ...", self.epoch_num)
+                    first = start_step if self.epoch_num == starting_epoch else 0
+                    self.epoch_start_step = self._epoch_steps_done = first
+                    logger.info("Start epoch %d%s ...", self.epoch_num, f" at step {first}" if first else "")
                     callbacks.before_epoch()
                     start = time.perf_counter()
-                    for self.local_step in range(steps_per_epoch):
+                    for self.local_step in range(first, steps_per_epoch):
                         if self.hooked_sess.should_stop():
                             logger.info("The hooked session asked to stop; training ends")
                             return
                         self.run_step()
+                        self._epoch_steps_done = self.local_step + 1
                         callbacks.trigger_step()
                     callbacks.after_epoch()
                     notes = "".join(f", {n}" for n in self._epoch_notes)
@@ -317,11 +380,18 @@ class Trainer:
         steps_per_epoch=None,
         starting_epoch: int = 1,
         max_epoch: int = 9999999,
+        *,
+        exact_resume: bool = False,
+        resume_from: ResumeRecord | None = None,
     ) -> None:
         """``setup_callbacks`` → ``initialize`` → ``main_loop``.
 
         Called without arguments on a trainer constructed with a TrainConfig (the older
         ``SimpleTrainer(config).train()`` style), it trains with that config.
+
+        ``exact_resume``: track the data position of the input's DataFlow, so that checkpoints record
+        it; ``resume_from`` (the record of the checkpoint ``session_init`` restores) continues its
+        epoch where it stopped instead of at ``starting_epoch``.
         """
         legacy = callbacks is None and monitors is None and steps_per_epoch is None
         if legacy and self.config is not None and "setup_callbacks" not in self._called:
@@ -329,9 +399,16 @@ class Trainer:
             return
         if steps_per_epoch is None:
             raise ValueError("train() needs steps_per_epoch")
+        if resume_from is not None and not exact_resume:
+            raise ValueError("resume_from= continues a tracked data position: it needs exact_resume=True")
         self.setup_callbacks(list(callbacks or []), list(monitors or []))
+        start_step = 0
+        if exact_resume:
+            starting_epoch, start_step = self._start_position_tracking(
+                resume_from, steps_per_epoch, starting_epoch
+            )
         self.initialize(session_creator or NewSessionCreator(), session_init)
-        self.main_loop(steps_per_epoch, starting_epoch, max_epoch)
+        self.main_loop(steps_per_epoch, starting_epoch, max_epoch, start_step)
 
     def train_with_defaults(
         self,
@@ -344,6 +421,8 @@ class Trainer:
         starting_epoch: int = 1,
         max_epoch: int = 9999999,
         extra_callbacks=None,
+        exact_resume: bool = False,
+        resume_from: ResumeRecord | None = None,
     ) -> None:
         """``train`` with the default callbacks and monitors filled in where not given."""
         callbacks = list(callbacks or [])
@@ -359,6 +438,8 @@ class Trainer:
             steps_per_epoch,
             starting_epoch,
             max_epoch,
+            exact_resume=exact_resume,
+            resume_from=resume_from,
         )
 
     def train_with_config(self, config: TrainConfig) -> None:
@@ -387,6 +468,8 @@ class Trainer:
             steps_per_epoch=config.steps_per_epoch,
             starting_epoch=config.starting_epoch,
             max_epoch=config.max_epoch,
+            exact_resume=config.exact_resume,
+            resume_from=config.resume_record,
         )
 
     def _setup_graph_from_config(self, config) -> None:

@@ -36,6 +36,10 @@ class CollectiveGroup:
     """The processes of one job as a collective group: all-reduce and broadcast ops with matching keys.
 
     ``device`` is where this process computes (its tensors' device); ops "on the host" run on its CPU.
+    ``timeout_s`` bounds the one-off collectives (the broadcast and the graph check) only: TensorFlow
+    starts a thread per execution of a collective with a timeout, which sleeps for the whole
+    timeout, so per-step collectives with one pile up threads until the process cannot start any
+    more (the trainer bounds its steps through the session's ``operation_timeout_in_ms``).
     Collectives between GPUs use NCCL; between CPUs a ring over gRPC. With NCCL, the all-reduces of a
     process are chained in instance-key order: NCCL kernels launched in different orders on
     different GPUs would wait for each other forever (the ring has no such constraint).
@@ -57,7 +61,15 @@ class CollectiveGroup:
         """The sum (or mean) of ``t`` over the processes (no gradient: for gradients and statistics)."""
         return self._collective(tf.convert_to_tensor(t), "Add", "Div" if average else "Id", on_host)
 
-    def _collective(self, t, merge: str, final: str, on_host: bool, instance_key: int | None = None):
+    def _collective(
+        self,
+        t,
+        merge: str,
+        final: str,
+        on_host: bool,
+        instance_key: int | None = None,
+        timeout_s: float = 0.0,
+    ):
         nccl = self.nccl and not on_host
         key = self._next_key() if instance_key is None else instance_key
         deps = [self._last_nccl] if nccl and self._last_nccl is not None else []
@@ -70,7 +82,7 @@ class CollectiveGroup:
                 merge_op=merge,
                 final_op=final,
                 communication_hint="nccl" if nccl else "ring",
-                timeout=self.timeout_s,
+                timeout=timeout_s,
             )
         if nccl:
             self._last_nccl = out
@@ -120,4 +132,6 @@ class CollectiveGroup:
         )
         self.fingerprint = float(zlib.crc32(f"{text}|{self.instance_keys_used}".encode()))
         local = tf.constant([self.fingerprint, -self.fingerprint], tf.float64)
-        return self._collective(local, "Max", "Id", on_host=True, instance_key=_CHECK_INSTANCE_KEY)
+        return self._collective(
+            local, "Max", "Id", on_host=True, instance_key=_CHECK_INSTANCE_KEY, timeout_s=self.timeout_s
+        )

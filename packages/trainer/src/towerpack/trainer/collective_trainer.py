@@ -23,6 +23,7 @@ from .cluster import ClusterTask, create_server, read_tf_config
 from .collective_group import CollectiveGroup, collective_group, set_collective_group
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
+from .graph_builder.packing import DEFAULT_PACK_BYTES, GradientPacker
 from .sesscreate import NewSessionCreator
 from .tower import TrainTowerContext
 from .tower_trainer import SingleCostTrainer
@@ -45,7 +46,7 @@ def collective_place(task: ClusterTask) -> tuple[int, int, str]:
     return rank, chiefs + task.num_workers, leader
 
 
-def collective_configs(task: ClusterTask, config, gpu_index: int | None, nccl: bool):
+def collective_configs(task: ClusterTask, config, gpu_index: int | None, nccl: bool, timeout_s: float = 0.0):
     """The session and server configs of a process of a collective job, from the user's session
     ``config`` (left unchanged): the collectives' group leader, NCCL when the tensors are on GPUs,
     this task's devices only (processes talk through collectives, never through graph partitions)."""
@@ -53,6 +54,10 @@ def collective_configs(task: ClusterTask, config, gpu_index: int | None, nccl: b
     session.device_filters[:] = [task.device]
     session.experimental.collective_group_leader = collective_place(task)[2]
     session.experimental.collective_nccl = nccl
+    if timeout_s and not session.operation_timeout_in_ms:
+        # Bounds every step (a rank waiting in a collective for ranks that left) without a timeout on
+        # each collective, which would cost a sleeping thread per execution (see CollectiveGroup).
+        session.operation_timeout_in_ms = int(timeout_s * 1000)
     server = tfv1.ConfigProto()
     server.gpu_options.CopyFrom(session.gpu_options)
     server.experimental.CopyFrom(session.experimental)
@@ -76,15 +81,29 @@ class CollectiveAllReduceTrainer(SingleCostTrainer):
             the collectives need).
         timeout_s: a collective that waits longer than this for the other processes fails the step
             (0: wait forever). Covers the slowest epoch-end work of any rank (e.g. inference on
-            the chief), since the others wait in the next step's all-reduce meanwhile.
+            the chief), since the others wait in the next step's all-reduce meanwhile. It becomes the
+            session's ``operation_timeout_in_ms`` (unless the session config sets one), which
+            bounds every run of the session.
+        pack_bytes: the gradients are all-reduced packed into flat buffers of about this size, one
+            collective per buffer instead of one per variable (0: one per variable). The same value
+            in every rank.
 
     Attributes: ``rank``, ``local_rank``, ``size``, ``task`` (a ClusterTask, None alone),
     ``group`` (the CollectiveGroup); ``is_chief`` is rank 0.
     """
 
-    def __init__(self, average: bool = True, server=None, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        average: bool = True,
+        server=None,
+        timeout_s: float = 600.0,
+        *,
+        pack_bytes: int = DEFAULT_PACK_BYTES,
+    ):
         if not timeout_s >= 0:
             raise ValueError(f"timeout_s must be >= 0 (0: no timeout), got {timeout_s!r}")
+        if not (isinstance(pack_bytes, int) and pack_bytes >= 0):
+            raise ValueError(f"pack_bytes must be an int >= 0 (0: no packing), got {pack_bytes!r}")
         self.task = read_tf_config() if os.environ.get("TF_CONFIG") else None
         if self.task is not None and (self.task.num_ps or self.task.job not in ("chief", "worker")):
             raise ValueError(
@@ -98,6 +117,7 @@ class CollectiveAllReduceTrainer(SingleCostTrainer):
         self.average = bool(average)
         self.server = server
         self.timeout_s = float(timeout_s)
+        self.pack_bytes = pack_bytes
         self.rank, self.size, _ = collective_place(self.task) if self.task else (0, 1, "")
         self.local_rank = placement().local_rank
         self.is_chief = self.rank == 0
@@ -117,11 +137,14 @@ class CollectiveAllReduceTrainer(SingleCostTrainer):
         return self.group.all_reduce(tensor, on_host=True, name=name)
 
     def allreduce(self, grads: list) -> list:
-        """All-reduce a ``(grad, var)`` list across ranks (average or sum)."""
+        """All-reduce a ``(grad, var)`` list across ranks (average or sum), packed (``pack_bytes``)."""
         if self.size == 1:
             return grads
         with tf.name_scope("CollectiveAllReduce"):
-            return [(self.group.reduce(g, self.average), v) for g, v in grads]
+            tensors = [tf.convert_to_tensor(g) for g, _ in grads]
+            packer = GradientPacker.of(tensors, self.pack_bytes)
+            reduced = [self.group.reduce(b, self.average) for b in packer.pack(tensors)]
+            return list(zip(packer.unpack(reduced), [v for _, v in grads], strict=True))
 
     def _setup_graph(self, input, get_cost_fn, get_opt_fn):
         logger.info(
@@ -141,7 +164,9 @@ class CollectiveAllReduceTrainer(SingleCostTrainer):
         ours = isinstance(session_creator, NewSessionCreator)
         if self.task is not None:
             user_config = session_creator.config if ours else None
-            session, server = collective_configs(self.task, user_config, self.gpu_index, self.group.nccl)
+            session, server = collective_configs(
+                self.task, user_config, self.gpu_index, self.group.nccl, self.timeout_s
+            )
             if self.server is None:
                 self.server = create_server(self.task, server)
             if ours:

@@ -18,6 +18,7 @@ from .callbacks.summary import MergeAllSummaries, MovingAverageSummary
 from .compat import tfv1
 from .input_source.base import InputSource
 from .model_desc import ModelDescBase
+from .resume_state import RECORD_SUFFIX, ResumeRecord
 from .sessinit import SaverRestore, SessionInit, SmartInit
 
 __all__ = ["DEFAULT_CALLBACKS", "DEFAULT_MONITORS", "AutoResumeTrainConfig", "TrainConfig"]
@@ -67,6 +68,9 @@ class TrainConfig:
             uses ``tower``. Newer scripts give the devices to the trainer instead.
         logdir, logdir_action: if set, the log directory is set with ``set_logger_dir`` when
             training starts (on the chief only).
+        exact_resume: track where the data of the epoch stands (the DataFlow the trainer reads must
+            support it, see ``towerpack.dataflow.position``); every checkpoint then records it, and
+            ``AutoResumeTrainConfig`` continues an epoch where it stopped, each datapoint once.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class TrainConfig:
         predict_tower=None,
         logdir=None,
         logdir_action: logger.DirAction | str = logger.DirAction.KEEP,
+        exact_resume: bool = False,
         **kwargs,
     ):
         if kwargs:
@@ -147,6 +152,11 @@ class TrainConfig:
         self.predict_tower = [0] if predict_tower is None else list(predict_tower)
         self.logdir = os.fspath(logdir) if logdir is not None else None
         self.logdir_action = logdir_action
+        if not isinstance(exact_resume, bool):
+            raise TypeError(f"exact_resume= must be True or False, got {exact_resume!r}")
+        self.exact_resume = exact_resume
+        #: The record of the checkpoint being resumed (``AutoResumeTrainConfig`` with ``exact_resume``).
+        self.resume_record: ResumeRecord | None = None
 
     def _check_epochs(self) -> None:
         if self.starting_epoch < 1 or self.max_epoch < self.starting_epoch - 1:
@@ -180,10 +190,13 @@ def _callback_list(name: str, items) -> list:
 class AutoResumeTrainConfig(TrainConfig):
     """A TrainConfig that continues from the log directory if an earlier run left a checkpoint there.
 
-    It restores the latest checkpoint (weights, optimizer state, global step) and starts at the
-    epoch after the last one that had finished when that checkpoint was saved, as recorded in
-    ``stats.json``. A checkpoint saved in the middle of an epoch therefore resumes at that
-    epoch, which runs again in full from the checkpoint's weights.
+    It restores the latest checkpoint (weights, optimizer state, global step). With
+    ``exact_resume=True`` and a checkpoint that recorded its position (saved with ``exact_resume``),
+    training continues exactly there: the epoch of the checkpoint at the step it had reached, with
+    the data of that epoch not yet trained on (also with another number of ranks or data workers).
+    Otherwise it starts at the epoch after the last one that had finished when that checkpoint was
+    saved, as recorded in ``stats.json``: a checkpoint saved in the middle of an epoch resumes at
+    that epoch, which runs again in full from the checkpoint's weights.
 
     With ``always_resume=False`` what the caller gives wins: with a ``session_init`` nothing is
     resumed; with a ``starting_epoch`` the checkpoint is restored and that epoch is kept.
@@ -207,6 +220,8 @@ class AutoResumeTrainConfig(TrainConfig):
         if not always_resume and "starting_epoch" in kwargs:
             logger.info("Resuming from %s at the given starting_epoch %d", ckpt, self.starting_epoch)
             return
+        if self.exact_resume and self._resume_exactly(ckpt):
+            return
         epoch = _last_finished_epoch(logdir, ckpt, self.steps_per_epoch)
         if epoch is None:
             logger.warning(
@@ -216,6 +231,41 @@ class AutoResumeTrainConfig(TrainConfig):
         self.starting_epoch = epoch + 1
         self._check_epochs()
         logger.info("Resuming from %s at epoch %d", ckpt, self.starting_epoch)
+
+    def _resume_exactly(self, ckpt: str) -> bool:
+        """Continue at the position ``ckpt`` recorded; False if it recorded none."""
+        record = ResumeRecord.read(ckpt)
+        if record is None:
+            logger.warning(
+                "Resuming from %s, which recorded no data position (saved without exact_resume): "
+                "its epoch runs again from the start of its data",
+                ckpt,
+            )
+            return False
+        step = _checkpoint_global_step(ckpt)
+        if step is not None and step != record.trainer.global_step:
+            raise ValueError(
+                f"{ckpt}{RECORD_SUFFIX} records global_step {record.trainer.global_step}, "
+                f"but the checkpoint holds global_step {step}"
+            )
+        self.resume_record = record
+        self.starting_epoch = record.trainer.epoch + (1 if record.trainer.epoch_finished else 0)
+        self._check_epochs()
+        logger.info(
+            "Resuming from %s at epoch %d (step %d of %d had been done)",
+            ckpt,
+            record.trainer.epoch,
+            record.trainer.step_in_epoch,
+            record.trainer.steps_per_epoch,
+        )
+        return True
+
+
+def _checkpoint_global_step(ckpt: str) -> int | None:
+    try:
+        return int(tfv1.train.load_variable(ckpt, "global_step"))
+    except (tfv1.errors.OpError, ValueError):
+        return None
 
 
 def _latest_checkpoint(logdir: str | None) -> str | None:
@@ -246,9 +296,8 @@ def _last_finished_epoch(logdir: str, ckpt: str, steps_per_epoch: int) -> int | 
     ]
     if not records:
         return None
-    try:
-        step = int(tfv1.train.load_variable(ckpt, "global_step"))
-    except (tfv1.errors.OpError, ValueError):
+    step = _checkpoint_global_step(ckpt)
+    if step is None:
         return records[-1][0]  # no global step to place it: the last recorded epoch
     end_of = dict(records)  # epoch -> global step of its last record
     last = records[-1][0]

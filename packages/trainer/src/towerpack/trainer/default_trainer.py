@@ -3,10 +3,11 @@ in one process, or one tower.
 
 A worker of a distributed job (any launcher :func:`~towerpack.dataflow.placement` knows) gets the
 trainer of the launcher's backend (``TOWERPACK_BACKEND``): :class:`CollectiveAllReduceTrainer` for
-``launch --backend tf-collective``, :class:`HorovodTrainer` otherwise (horovodrun, srun, mpirun ...
-set no backend; Horovod makes its own rendezvous there). A process alone gets
-:class:`SyncMultiGPUTrainerReplicated` for several towers (GPUs, or logical CPU devices), else
-:class:`SimpleTrainer`.
+``launch --backend tf-collective``, :class:`DistributedTrainerReplicated` for ``--backend tf-server``
+(its parameter-server tasks too: they serve in the constructor, then exit), :class:`HorovodTrainer`
+otherwise (horovodrun, srun, mpirun ... set no backend; Horovod makes its own rendezvous there).
+A process alone gets :class:`SyncMultiGPUTrainerReplicated` for several towers (GPUs, or logical
+CPU devices), else :class:`SimpleTrainer`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .base import Trainer
 from .collective_trainer import CollectiveAllReduceTrainer
 from .horovod_trainer import HorovodTrainer
 from .multigpu import SyncMultiGPUTrainerReplicated
+from .tf_server_trainer import DistributedTrainerReplicated
 from .trainers import SimpleTrainer
 
 __all__ = ["BACKEND_VAR", "default_trainer"]
@@ -30,9 +32,12 @@ BACKEND_VAR = "TOWERPACK_BACKEND"
 def default_trainer(towers: int = 1) -> Trainer:
     """The trainer for this process (see the module docstring); ``towers`` is for a process alone.
 
-    Raises ValueError for several towers in a process of a distributed job (each trains one tower).
+    Raises ValueError for several towers in a process of a Horovod or collective job (each process
+    trains one tower there; a TF-server worker may train several).
     """
     where = placement()
+    if where.distributed and os.environ.get(BACKEND_VAR) == "tf-server":
+        return DistributedTrainerReplicated(towers)
     if where.distributed and where.role is Role.WORKER:
         if towers > 1:
             raise ValueError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 
 from towerpack.dataflow.placement import PlacementError
 
@@ -16,18 +17,71 @@ from .horovod_rendezvous import RendezvousError, gloo_rendezvous
 from .tower import TrainTowerContext
 from .tower_trainer import SingleCostTrainer
 
-__all__ = ["BroadcastGlobalVariables", "HorovodTrainer", "import_horovod"]
+__all__ = ["BroadcastGlobalVariables", "HorovodTrainer", "HorovodTuning", "import_horovod"]
 
 # A rank blocked in a collective whose peer is gone must not wait forever: Horovod warns after
 # the check time and shuts the job down after the shutdown time (the user's values win).
 _HOROVOD_DEFAULTS = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "120"}
 
+_FUSION_VAR, _CYCLE_VAR = "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME"
+_MIB = 1 << 20
+# What Horovod (>= 0.21) uses when the variables are unset.
+_DEFAULT_FUSION_BYTES, _DEFAULT_CYCLE_MS = 128 * _MIB, 1.0
 
-def import_horovod():
+
+@dataclass(frozen=True)
+class HorovodTuning:
+    """Horovod's tensor-fusion knobs, which ``hvd.init()`` reads once from the environment.
+
+    ``fusion_threshold_mb``: gradients ready in the same cycle are packed into one all-reduce of
+    up to this many MiB (0: one all-reduce per tensor); ``cycle_time_ms``: how often Horovod's
+    background thread looks for ready tensors. None leaves the variable (or Horovod's default).
+    """
+
+    fusion_threshold_mb: float | None = None
+    cycle_time_ms: float | None = None
+
+    def __post_init__(self):
+        if self.fusion_threshold_mb is not None and not self.fusion_threshold_mb >= 0:
+            raise ValueError(
+                f"fusion_threshold_mb must be >= 0 (0: no fusion), got {self.fusion_threshold_mb!r}"
+            )
+        if self.cycle_time_ms is not None and not self.cycle_time_ms > 0:
+            raise ValueError(f"cycle_time_ms must be > 0, got {self.cycle_time_ms!r}")
+
+    def env(self) -> dict[str, str]:
+        """The variables to set before ``hvd.init()``."""
+        env = {}
+        if self.fusion_threshold_mb is not None:
+            env[_FUSION_VAR] = str(round(self.fusion_threshold_mb * _MIB))
+        if self.cycle_time_ms is not None:
+            env[_CYCLE_VAR] = repr(float(self.cycle_time_ms))
+        return env
+
+    def check_in_effect(self) -> None:
+        """Raise if Horovod, already initialized, runs with other values than these (it read the
+        environment at ``hvd.init()``: what is set now, or its defaults)."""
+        requested = self.env()
+        knobs = [
+            (_FUSION_VAR, "fusion_threshold_mb", self.fusion_threshold_mb, str(_DEFAULT_FUSION_BYTES)),
+            (_CYCLE_VAR, "cycle_time_ms", self.cycle_time_ms, repr(_DEFAULT_CYCLE_MS)),
+        ]
+        for var, arg, value, default in knobs:
+            in_effect = os.environ.get(var, default)
+            if var in requested and float(requested[var]) != float(in_effect):
+                raise RuntimeError(
+                    f"HorovodTrainer({arg}={value!r}): Horovod is already initialized with "
+                    f"{var}={in_effect}, and reads it only once, at hvd.init(). Pass the value to the "
+                    f"first HorovodTrainer of the process, or set {var}={requested[var]} before hvd.init()."
+                )
+
+
+def import_horovod(tuning: HorovodTuning | None = None):
     """``horovod.tensorflow``, initialized; a clear error when it is missing or cannot start.
 
     Ranks that srun, mpirun or torchrun started get their Gloo rendezvous from
-    :mod:`~towerpack.trainer.horovod_rendezvous` first.
+    :mod:`~towerpack.trainer.horovod_rendezvous` first. ``tuning`` is applied before ``hvd.init()``;
+    if Horovod is initialized already, it must be what is in effect.
     """
     try:
         import horovod.tensorflow as hvd
@@ -36,12 +90,16 @@ def import_horovod():
         raise ImportError(
             "HorovodTrainer needs Horovod built with TensorFlow support, which is not importable "
             f"here ({type(e).__name__}: {e}). Run `make setup` to build it against this TensorFlow "
-            "(a build with HOROVOD=0 leaves it out)."
+            "(a build with HOROVOD=0 leaves it out), or train with CollectiveAllReduceTrainer "
+            "(`launch --backend tf-collective`), which needs no Horovod."
         ) from e
     for key, value in _HOROVOD_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    tuning = tuning or HorovodTuning()
     if hvd.is_initialized():
+        tuning.check_in_effect()
         return hvd
+    os.environ.update(tuning.env())
     try:
         with gloo_rendezvous():
             hvd.init()
@@ -81,14 +139,25 @@ class HorovodTrainer(SingleCostTrainer):
 
     Args:
         average: average the gradients across ranks (sum them otherwise).
-        compression: a ``horovod.tensorflow.Compression`` (e.g. ``Compression.fp16``).
+        compression: a ``horovod.tensorflow.Compression``: ``Compression.fp16`` halves the bytes
+            sent (gradients are rounded to fp16 on the wire), for links slower than the compute.
         broadcast_every_epoch: also broadcast all variables from rank 0 after each epoch.
+        fusion_threshold_mb, cycle_time_ms: Horovod's tensor fusion (see :class:`HorovodTuning`
+            and docs/network.md); set before ``hvd.init()``, so only the first HorovodTrainer of
+            a process can choose them (a later one with other values is an error).
 
     Attributes: ``hvd`` (the module), ``rank``, ``local_rank``, ``size``; ``is_chief`` is rank 0.
     """
 
-    def __init__(self, average: bool = True, compression=None, broadcast_every_epoch: bool = False):
-        self.hvd = hvd = import_horovod()
+    def __init__(
+        self,
+        average: bool = True,
+        compression=None,
+        broadcast_every_epoch: bool = False,
+        fusion_threshold_mb: float | None = None,
+        cycle_time_ms: float | None = None,
+    ):
+        self.hvd = hvd = import_horovod(HorovodTuning(fusion_threshold_mb, cycle_time_ms))
         self.rank, self.local_rank, self.size = hvd.rank(), hvd.local_rank(), hvd.size()
         self.is_chief = self.rank == 0
         self.average = bool(average)

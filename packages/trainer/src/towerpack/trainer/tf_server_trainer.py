@@ -28,10 +28,12 @@ from .graph_builder.distributed import (
     close_sync_queues,
     global_copies,
     is_sync_queue_closed,
+    pull_variables,
     ready_queue,
     status_queue,
     sync_apply_gradients,
 )
+from .graph_builder.packing import DEFAULT_PACK_BYTES, GradientPacker
 from .sesscreate import NewSessionCreator
 from .signal_handlers import StopSignalHandlers
 from .stop_training import StopTraining
@@ -236,14 +238,28 @@ class DistributedTrainerBase(SingleCostTrainer):
         config: a TrainConfig (the older form).
         worker_timeout: how long a parameter server waits for a heartbeat from a worker that has
             not finished before it ends the job (the same value in every task).
+        pack_bytes: gradients (and, replicated, the updated variables) cross the network packed
+            into buffers of about this size rather than one tensor at a time (0: unpacked; the
+            same value in every worker).
     """
 
     _replicated = True
 
-    def __init__(self, gpus=1, server=None, config=None, *, worker_timeout: float = WORKER_TIMEOUT_S):
+    def __init__(
+        self,
+        gpus=1,
+        server=None,
+        config=None,
+        *,
+        worker_timeout: float = WORKER_TIMEOUT_S,
+        pack_bytes: int = DEFAULT_PACK_BYTES,
+    ):
         if not worker_timeout > 0:
             raise ValueError(f"worker_timeout must be positive, got {worker_timeout!r}")
+        if not (isinstance(pack_bytes, int) and pack_bytes >= 0):
+            raise ValueError(f"pack_bytes must be an int >= 0 (0: no packing), got {pack_bytes!r}")
         self.worker_timeout = float(worker_timeout)
+        self.pack_bytes = pack_bytes
         self.task = read_tf_config()
         self.server = server
         if self.task.job == "ps":
@@ -288,21 +304,18 @@ class DistributedTrainerBase(SingleCostTrainer):
             grads = self._make_get_grad_fn(input, get_cost_fn, get_opt_fn)()
         local_vars = [v for _, v in grads]
         grad_tensors = [tf.convert_to_tensor(g) for g, _ in grads]
-        self._grad_signature = ([g.dtype for g in grad_tensors], [g.shape for g in grad_tensors])
+        packer = GradientPacker.of(grad_tensors, self.pack_bytes)
+        # What the gradients' queue holds, for the heartbeat's session to close it.
+        self._grad_signature = (packer.dtypes, packer.shapes)
         targets = global_copies(local_vars, task.num_ps) if self._replicated else local_vars
         self._local_vars, self._targets = local_vars, targets
         with tf.device(self.device):
-            step = sync_apply_gradients(grad_tensors, targets, get_opt_fn(), task.num_workers, self.is_chief)
+            opt = get_opt_fn()
+            step = sync_apply_gradients(grad_tensors, targets, opt, task.num_workers, self.is_chief, packer)
             if self._replicated:
-                with tf.control_dependencies([step]):
-                    step = self._copy_back()
+                step = pull_variables(local_vars, targets, step, self.pack_bytes)
             self.train_op = step
         return []
-
-    def _copy_back(self):
-        return tf.group(
-            *[v.assign(t) for v, t in zip(self._local_vars, self._targets, strict=True)], name="copy_back"
-        )
 
     def initialize(self, session_creator, session_init) -> None:
         user_config = session_creator.config if isinstance(session_creator, NewSessionCreator) else None
@@ -383,11 +396,11 @@ class DistributedTrainerBase(SingleCostTrainer):
             tfv1.train.get_global_step(self.sess.graph).load(self.global_step, self.sess)
             raise StopTraining("another worker has ended training") from None
 
-    def main_loop(self, steps_per_epoch: int, starting_epoch: int, max_epoch: int) -> None:
+    def main_loop(self, *args, **kwargs) -> None:
         # "Finished" only when training ended normally: after a failure the heartbeats just stop,
         # and the parameter servers end the job.
         try:
-            super().main_loop(steps_per_epoch, starting_epoch, max_epoch)
+            super().main_loop(*args, **kwargs)
         except BaseException:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
@@ -413,5 +426,12 @@ class DistributedTrainerParameterServer(DistributedTrainerBase):
 class DistributedReplicatedTrainer(DistributedTrainerReplicated):
     """The reference's older form: ``DistributedReplicatedTrainer(config, server).train()``."""
 
-    def __init__(self, config, server=None, *, worker_timeout: float = WORKER_TIMEOUT_S):
-        super().__init__(1, server, config, worker_timeout=worker_timeout)
+    def __init__(
+        self,
+        config,
+        server=None,
+        *,
+        worker_timeout: float = WORKER_TIMEOUT_S,
+        pack_bytes: int = DEFAULT_PACK_BYTES,
+    ):
+        super().__init__(1, server, config, worker_timeout=worker_timeout, pack_bytes=pack_bytes)

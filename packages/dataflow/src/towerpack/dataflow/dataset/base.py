@@ -5,7 +5,9 @@ these datasets are in memory or one file per item, so an epoch's order is a perm
 ``n`` items, drawn from ``(seed, epoch)`` alone (the same in every process; about 20 ms for
 ImageNet's 1.28M items). This process keeps its piece of that order by the project's sharding
 contract (:class:`~towerpack.dataflow.sharding.Shard`): the ranks and workers of a job together
-deliver each item once per epoch (``remainder`` aside).
+deliver each item once per epoch (``remainder`` aside). In tracking mode
+(:class:`~towerpack.dataflow.position_tracker.PositionTracker`) the first epoch reads only what a
+checkpoint's :class:`~towerpack.dataflow.position.DataPosition` left of it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..base import DataFlow
+from ..position import PositionSource
 from ..sharding import Remainder, SelfSharding, Shard
 from .files import Split
 
@@ -25,7 +28,7 @@ __all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "LabelledImageFiles
 DEFAULT_SEED = 0
 
 
-class IndexedDataset(SelfSharding, DataFlow):
+class IndexedDataset(PositionSource, SelfSharding, DataFlow):
     """Items ``0 .. n-1`` in a ``(seed, epoch)`` order, of which this process yields its shard.
 
     Subclasses take the keyword arguments below as ``**order``, pass them to :meth:`_init_order`
@@ -82,7 +85,7 @@ class IndexedDataset(SelfSharding, DataFlow):
     # -- the DataFlow ----------------------------------------------------------------------------
 
     def reset_state(self) -> None:
-        self._epoch = 0
+        self._epoch = self._first_epoch()
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """All ``n`` item indices in epoch ``epoch``'s order (from 1), the same in every process."""
@@ -94,16 +97,19 @@ class IndexedDataset(SelfSharding, DataFlow):
     def epoch_indices(self, epoch: int) -> np.ndarray:
         """The item indices this process yields in epoch ``epoch``, in order."""
         order = self.epoch_order(epoch)
-        if not self.shards_itself:
+        consumed = self._consumed(epoch)
+        if not self.shards_itself and not consumed:
             return order
-        runs = self.shard().runs(len(order), self.remainder)
+        runs = self._epoch_runs(len(order), consumed)
         if not runs:
             return order[:0]
         return np.concatenate([order[r.start : r.stop] for r in runs])
 
     def __iter__(self) -> Iterator[Any]:
         self._epoch += 1
-        for i in self.epoch_indices(self._epoch).tolist():
+        indices = self.epoch_indices(self._epoch)
+        self._items_read = len(indices)
+        for i in indices.tolist():
             yield self._get(i)
 
 

@@ -9,6 +9,7 @@ how non-chief processes avoid writing: they write nothing when no log directory 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -260,8 +261,9 @@ class JSONWriter(MonitorBase):
     one step plus ``epoch_num`` and ``global_step``.
 
     The file is rewritten atomically after each record. On a resumed run it keeps the records of
-    the epochs before ``starting_epoch`` and drops later ones (they are being re-run); the full
-    old file is kept as ``stats.json.<time>`` whenever something is dropped.
+    the epochs before ``starting_epoch`` and drops later ones (they are being re-run), except those
+    of an epoch resumed in its middle up to the resumed global step; the full old file is kept as
+    ``stats.json.<time>`` whenever something is dropped.
     """
 
     FILENAME = "stats.json"
@@ -309,7 +311,7 @@ class JSONWriter(MonitorBase):
         stats = self.load_existing_json(self._logdir)
         starting_epoch = self.trainer.starting_epoch
         if stats:
-            keep = [s for s in stats if s.get("epoch_num", 0) < starting_epoch]
+            keep = [s for s in stats if self._kept_at_resume(s)]
             if len(keep) == len(stats):
                 logger.info("Appending to the existing %s", self._fname)
             else:
@@ -324,6 +326,17 @@ class JSONWriter(MonitorBase):
             self._stats = keep
             self._write()
         self._trigger()
+
+    def _kept_at_resume(self, record: dict) -> bool:
+        epoch, trainer = record.get("epoch_num", 0), self.trainer
+        if epoch < trainer.starting_epoch:
+            return True
+        # An epoch resumed in its middle keeps the records of its steps before the checkpoint.
+        return (
+            epoch == trainer.starting_epoch
+            and trainer.starting_step > 0
+            and record.get("global_step", math.inf) <= trainer.global_step
+        )
 
     def process_scalar(self, name, value):
         if self._fname is not None:

@@ -9,6 +9,7 @@ import time
 from .. import logger
 from ..callback import Callback
 from ..compat import tfv1
+from ..resume_state import RECORD_SUFFIX
 
 __all__ = ["MaxSaver", "MinSaver", "ModelSaver", "write_checkpoint_pointer"]
 
@@ -41,7 +42,7 @@ def _checkpoint_files(prefix: str) -> list[str]:
     return [
         os.path.join(directory, f)
         for f in os.listdir(directory or ".")
-        if f == base + ".index" or f.startswith(base + ".data-") or f == base + ".meta"
+        if f in (base + ".index", base + ".meta", base + RECORD_SUFFIX) or f.startswith(base + ".data-")
     ]
 
 
@@ -51,7 +52,9 @@ class ModelSaver(Callback):
     The index and data files are written before ``<dir>/checkpoint`` is updated to point at
     them, and the pointer file is replaced atomically, so a process crash (even SIGKILL) or a
     failed write (a full disk) in the middle of a save leaves the pointer on the previous,
-    complete checkpoint. The checkpoint files are not fsynced (that would stall training for
+    complete checkpoint. With ``exact_resume`` the position record ``<prefix>.position.json``
+    (``towerpack.trainer.resume_state``) is written with the checkpoint, also before the pointer
+    moves. The checkpoint files are not fsynced (that would stall training for
     the whole write-back of a large model), so after an operating-system crash or power loss
     the pointer may name a checkpoint whose data never reached the disk. Older checkpoints are
     deleted only after the pointer moved. Disk errors are logged, not raised. The pointer holds
@@ -129,6 +132,11 @@ class ModelSaver(Callback):
             prefix = os.path.join(self.checkpoint_dir, os.path.basename(prefix))
             if not os.path.isfile(prefix + ".index"):
                 raise OSError(f"checkpoint {prefix} has no index file after saving")
+            record = self.trainer.resume_record()
+            if record is not None:
+                record.write(prefix)
+            elif os.path.exists(prefix + RECORD_SUFFIX):  # an earlier run's, at the same step
+                os.remove(prefix + RECORD_SUFFIX)
             kept = [p for p in self._kept if p != prefix] + [prefix]
             to_delete = []
             while len(kept) > self._max_to_keep:

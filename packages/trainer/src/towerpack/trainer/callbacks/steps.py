@@ -45,6 +45,8 @@ class MaintainStepCounter(Callback):
 class ProgressBar(Callback):
     """A tqdm progress bar per epoch; ``names`` are scalar tensors shown next to it.
 
+    An epoch resumed in its middle (``exact_resume``) starts its bar at the step it resumed at.
+
     Where stderr is not a terminal (a log file, a pipe) and not read by ``launch`` (which logs bars
     itself), the bar is written as a plain line every ``interval`` seconds (default
     ``$TOWERPACK_PROGRESS_INTERVAL``, else 30) and when the epoch ends.
@@ -66,6 +68,7 @@ class ProgressBar(Callback):
             refresh = float(os.environ.get("TOWERPACK_PROGRESS_REFRESH", "0.5"))
             self._bar = progress_bar(
                 total=total,
+                initial=self.trainer.epoch_start_step,
                 file=sys.stderr,
                 interval=self._interval,
                 label=f"epoch {self.epoch_num}",

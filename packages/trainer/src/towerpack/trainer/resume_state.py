@@ -1,0 +1,190 @@
+"""Exact resume: what a checkpoint records of where training stands, and where a resumed run continues.
+
+With ``TrainConfig(exact_resume=True)`` every checkpoint ``<prefix>`` gets a record
+``<prefix>.position.json`` (:class:`ResumeRecord`): the trainer's position (global step, epoch, steps
+of that epoch done) and the data's (a :class:`~towerpack.dataflow.position.DataPosition`: which part
+of the data epoch the ranks trained on). A JSON file next to the checkpoint rather than a variable in
+it: the graph and the checkpoint's variables stay the same with and without the switch (checkpoints
+load the same either way), tools without TensorFlow (a launcher restarting a job) can read it, and it
+is written before the ``checkpoint`` pointer moves, so the checkpoint the pointer names always has it.
+
+What counts is what was trained on, not what was prefetched: the trainer's steps in this process
+times the datapoints one step takes (one per tower). :class:`PositionKeeper` turns that count into a
+record; :func:`resume_step` says where the resumed epoch continues, also at another world size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from towerpack.dataflow.position import DataPosition
+from towerpack.dataflow.position_tracker import PositionTracker
+
+from . import logger
+
+__all__ = ["RECORD_SUFFIX", "PositionKeeper", "ResumeRecord", "TrainerPosition", "resume_step"]
+
+#: The record of checkpoint ``<prefix>`` is the file ``<prefix>` + RECORD_SUFFIX``.
+RECORD_SUFFIX = ".position.json"
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class TrainerPosition:
+    """Where the training loop stood when a checkpoint was saved."""
+
+    global_step: int
+    epoch: int  # the epoch the checkpoint was saved in
+    step_in_epoch: int  # steps of that epoch done (steps_per_epoch: the epoch had finished)
+    steps_per_epoch: int
+
+    def __post_init__(self) -> None:
+        if self.epoch < 1 or self.steps_per_epoch < 0 or not 0 <= self.step_in_epoch <= self.steps_per_epoch:
+            raise ValueError(f"inconsistent trainer position {self}")
+
+    @property
+    def epoch_finished(self) -> bool:
+        return self.step_in_epoch >= self.steps_per_epoch
+
+
+@dataclass(frozen=True)
+class ResumeRecord:
+    """What a checkpoint records of where training stands, next to it as ``<prefix>.position.json``.
+
+    ``data_follows_epochs``: the trainer's epochs were the data's epochs at the save (an epoch of steps
+    took one data epoch, and the trainer's epoch started where a data epoch did), so a resume can count
+    the steps left in the epoch from the data.
+    """
+
+    trainer: TrainerPosition
+    data: DataPosition
+    datapoints_per_step: int
+    world_size: int
+    data_follows_epochs: bool
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.data.to_json()
+        return {
+            "format": _FORMAT,
+            "trainer": asdict(self.trainer),
+            "data": json.loads(data) if isinstance(data, str) else data,
+            "datapoints_per_step": self.datapoints_per_step,
+            "world_size": self.world_size,
+            "data_follows_epochs": self.data_follows_epochs,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "the record") -> ResumeRecord:
+        if not isinstance(obj, dict) or obj.get("format") != _FORMAT:
+            got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+            raise ValueError(f"{where} is not a resume record of format {_FORMAT} (got {got!r})")
+        try:
+            return cls(
+                trainer=TrainerPosition(**{k: int(v) for k, v in obj["trainer"].items()}),
+                data=DataPosition.from_json(json.dumps(obj["data"])),
+                datapoints_per_step=int(obj["datapoints_per_step"]),
+                world_size=int(obj["world_size"]),
+                data_follows_epochs=bool(obj["data_follows_epochs"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where} is not a valid resume record: {e}") from e
+
+    def write(self, prefix: str) -> str:
+        """Write the record of checkpoint ``prefix`` (replaced atomically); returns its path."""
+        path = prefix + RECORD_SUFFIX
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_json(), f, indent=1)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read(cls, prefix: str) -> ResumeRecord | None:
+        """The record of checkpoint ``prefix``, or None if it has none; ValueError if it is damaged."""
+        path = prefix + RECORD_SUFFIX
+        try:
+            with open(path, encoding="utf-8") as f:
+                obj = json.load(f)
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+        return cls.from_json(obj, path)
+
+
+class PositionKeeper:
+    """The trainer's side of position tracking: the tracker of the dataflow it trains on, the count
+    of datapoints trained since the tracker started, and the record of a checkpoint."""
+
+    def __init__(self, tracker: PositionTracker, datapoints_per_step: int, world_size: int):
+        self.tracker = tracker
+        self.datapoints_per_step = int(datapoints_per_step)
+        self.world_size = int(world_size)
+
+    @classmethod
+    def for_trainer(cls, trainer) -> PositionKeeper:
+        """Track the DataFlow the trainer's input source reads; a clear error if there is not one."""
+        sources = trainer.input_sources()
+        flows = []
+        for s in sources:
+            ds = getattr(s, "ds", None)
+            if ds is not None and hasattr(ds, "reset_state") and all(ds is not f for f in flows):
+                flows.append(ds)
+        if len(flows) != 1:
+            names = ", ".join(type(s).__name__ for s in sources) or "none"
+            raise ValueError(
+                "exact_resume=True needs the trainer to read one DataFlow (through FeedInput or "
+                f"QueueInput); it reads {len(flows)} (input sources: {names})"
+            )
+        tracker = PositionTracker.of(flows[0])
+        return cls(tracker, max(1, len(trainer.devices)), tracker.world_size)  # ranks reading the data
+
+    def datapoints_per_epoch(self) -> int:
+        return self.tracker.datapoints_per_epoch()
+
+    def follows_epochs(self, steps_per_epoch: int) -> bool:
+        """Whether an epoch of ``steps_per_epoch`` steps takes exactly one data epoch of this rank."""
+        return steps_per_epoch * self.datapoints_per_step == self.datapoints_per_epoch()
+
+    def record(self, trainer: TrainerPosition, datapoints_trained: int) -> ResumeRecord:
+        """The record of a checkpoint saved at ``trainer`` after ``datapoints_trained`` since start."""
+        data = self.tracker.position(datapoints_trained)
+        follows = self.follows_epochs(trainer.steps_per_epoch)
+        if follows and 0 < trainer.step_in_epoch < trainer.steps_per_epoch:
+            left = (trainer.steps_per_epoch - trainer.step_in_epoch) * self.datapoints_per_step
+            follows = self.tracker.remaining(data) == left
+        return ResumeRecord(trainer, data, self.datapoints_per_step, self.world_size, follows)
+
+
+def resume_step(record: ResumeRecord, keeper: PositionKeeper, steps_per_epoch: int) -> tuple[int, int]:
+    """``(epoch, step)`` where a run resumed from ``record`` continues, ``steps_per_epoch`` steps an epoch.
+
+    When the trainer's epochs follow the data's (then and now), the epoch has as many steps left as the
+    data this rank has left of it takes (rounded up: a last step may take a datapoint of the next data
+    epoch), which is what changes with the world size. Otherwise the same fraction of the epoch is done.
+    """
+    old = record.trainer
+    if old.epoch_finished:
+        return old.epoch + 1, 0
+    if record.data_follows_epochs and keeper.follows_epochs(steps_per_epoch):
+        left = math.ceil(keeper.tracker.remaining(record.data) / keeper.datapoints_per_step)
+        step = max(0, steps_per_epoch - left)
+    elif old.steps_per_epoch == steps_per_epoch:
+        step = old.step_in_epoch
+    else:
+        step = round(old.step_in_epoch * steps_per_epoch / old.steps_per_epoch)
+        logger.warning(
+            "Resuming: epoch %d had %d of %d steps done; with %d steps per epoch it continues at step %d",
+            old.epoch,
+            old.step_in_epoch,
+            old.steps_per_epoch,
+            steps_per_epoch,
+            step,
+        )
+    if step >= steps_per_epoch:
+        return old.epoch + 1, 0
+    return old.epoch, step

@@ -1,0 +1,142 @@
+"""Elastic, exactly resumed training end to end: real launchers in network namespaces, real Horovod and
+TF-server jobs whose items carry ids, so each test can count what every epoch trained on.
+
+A step's ids count when no later attempt started from an earlier checkpoint: an attempt that began at
+global step S replaces every step after S of the attempts before it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.netcluster import NetCluster, require_netns
+from support.procs import wait_for
+
+pytestmark = [pytest.mark.multiprocess]
+
+SCRIPT = str(Path(__file__).resolve().parent / "ranks" / "ids_train.py")
+N_ITEMS, EPOCHS = 240, 3
+PORT = 29400  # every cluster has a network stack of its own
+ENV = {"TOWERPACK_LAUNCH_SECRET": "secret-of-the-elastic-training-tests", "PYTHONUNBUFFERED": "1"}
+
+
+def _launch(net: NetCluster, i: int, logdir: Path, *args: str, rank: int | None = None) -> subprocess.Popen:
+    where = ["--node-rank", str(rank)] if rank is not None else []
+    argv = [sys.executable, "-m", "towerpack.launcher", *where, "--master", f"{net.nodes[0].addr}:{PORT}",
+            "--np", "1", "--heartbeat-timeout", "4", *args, SCRIPT, str(logdir)]  # fmt: skip
+    path = logdir.parent / f"launch-{i}-{len(list(logdir.parent.glob(f'launch-{i}-*')))}.txt"
+    with open(path, "w") as out:
+        return net.popen(i, argv, env=dict(os.environ, **ENV), stdout=out, stderr=subprocess.STDOUT)
+
+
+def _events(logdir: Path) -> list[list[str]]:
+    path = logdir / "events"
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _starts(logdir: Path) -> list[tuple[int, int, int]]:
+    """``(pid, world size, start step)`` of every rank start, in order."""
+    return [(int(e[1]), int(e[3]), int(e[5])) for e in _events(logdir) if e[0] == "start"]
+
+
+def _last_step(logdir: Path) -> int:
+    steps = [int(line.split()[0]) for p in logdir.glob("ids.*") for line in p.read_text().splitlines()]
+    return max(steps, default=0)
+
+
+def trained_ids(logdir: Path) -> dict[int, list[int]]:
+    """Epoch -> the ids of every step that counts (see the module docstring)."""
+    starts = _starts(logdir)
+    attempts: list[tuple[int, list[int]]] = []  # (start step, pids)
+    for pid, world, step in starts:
+        if not attempts or len(attempts[-1][1]) == attempts[-1][2]:
+            attempts.append((step, [], world))
+        attempts[-1][1].append(pid)
+    epochs_of = collections.defaultdict(list)  # pid -> [(steps before the epoch, epoch)]
+    for e in _events(logdir):
+        if e[0] == "epoch":
+            epochs_of[int(e[1])].append((int(e[3]), int(e[2])))
+    by_epoch = collections.defaultdict(list)
+    for k, (start, pids, _) in enumerate(attempts):
+        end = attempts[k + 1][0] if k + 1 < len(attempts) else float("inf")
+        for pid in pids:
+            path = logdir / f"ids.{pid}"
+            for line in path.read_text().splitlines() if path.exists() else []:
+                step, *ids = map(int, line.split())
+                if start < step <= end:
+                    epoch = max(e for before, e in epochs_of[pid] if before < step)
+                    by_epoch[epoch].extend(ids)
+    return dict(by_epoch)
+
+
+def assert_each_item_once_per_epoch(logdir: Path, resized: set[int], tail: int) -> None:
+    """Every epoch trains each item once; an epoch continued at another world size may skip up to
+    ``tail`` items at its end (``remainder="drop"``: what is left is split among the ranks in whole
+    batches, so fewer than world size x batch items are left over)."""
+    epochs = trained_ids(logdir)
+    assert sorted(epochs) == list(range(1, EPOCHS + 1))
+    for epoch, ids in epochs.items():
+        counts = collections.Counter(ids)
+        twice = sorted(i for i, c in counts.items() if c > 1)
+        missing = sorted(set(range(N_ITEMS)) - set(counts))
+        assert not twice, f"epoch {epoch}: trained twice {twice}"
+        allowed = tail if epoch in resized else 0
+        assert len(missing) <= allowed, f"epoch {epoch}: never trained {missing}"
+
+
+@pytest.mark.timeout(420)
+def test_horovod_job_loses_a_node_to_a_partition_and_grows_again(tmp_path):
+    """3 nodes at --nnodes 2:3; node 2's link is cut in epoch 2: the job goes on at 2 nodes from the
+    epoch-1 checkpoint; then a new node joins in the middle of epoch 2: the ranks checkpoint at a step
+    they agree on and go on at 3 nodes from exactly there. Every epoch trains each item once."""
+    require_netns()
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    with NetCluster(3) as net:
+        nodes = [_launch(net, 0, logdir, "--nnodes", "2:3", rank=0)]
+        nodes += [_launch(net, i, logdir, "--nnodes", "2:3") for i in (1, 2)]
+        wait_for(lambda: _last_step(logdir) >= 24, 180, what="3 nodes to train into epoch 2")
+        assert {w for _, w, _ in _starts(logdir)} == {3}
+        cut = net.nodes[2].addr
+        net.cut(2)
+        wait_for(lambda: any(w == 2 for _, w, _ in _starts(logdir)), 60, what="a restart at 2 nodes")
+        after = _starts(logdir)[-1][2]
+        wait_for(lambda: _last_step(logdir) >= after + 8, 120, what="2 nodes to train")
+        joined = net.add_node()
+        nodes.append(_launch(net, joined.index, logdir, "--nnodes", "2:3"))
+        assert nodes[0].wait(timeout=240) == 0
+        assert nodes[1].wait(timeout=30) == 0 and nodes[3].wait(timeout=30) == 0
+        assert nodes[2].wait(timeout=30) != 0  # cut off: it lost its coordinator
+    worlds = [w for _, w, _ in _starts(logdir)]
+    assert worlds == [3, 3, 3, 2, 2, 3, 3, 3], worlds
+    assert_each_item_once_per_epoch(logdir, resized={2}, tail=3 * 4 - 1)
+    summary = (tmp_path / "launch-0-0.txt").read_text()
+    assert f"({cut}) left (silent" in summary and f"({joined.addr}) joined" in summary, summary[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_tf_server_job_preempted_mid_epoch_resumes_on_fewer_nodes(tmp_path):
+    """3 nodes (TF-server backend) get SIGUSR1 in the middle of epoch 2 and checkpoint; the job is
+    started again on 2 nodes and finishes: every epoch trains each item once."""
+    require_netns()
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    with NetCluster(3) as net:
+        args = ["--backend", "tf-server", "--ps", "1"]
+        nodes = [_launch(net, i, logdir, "--nnodes", "3", *args, rank=i) for i in range(3)]
+        wait_for(lambda: _last_step(logdir) >= 27, 180, what="3 nodes to train into epoch 2")
+        nodes[0].send_signal(signal.SIGUSR1)
+        assert [p.wait(timeout=90) for p in nodes] == [128 + signal.SIGUSR1] * 3
+        stopped_at = _last_step(logdir)
+        assert 20 < stopped_at < 40
+        nodes = [_launch(net, i, logdir, "--nnodes", "2", *args, rank=i) for i in range(2)]
+        assert [p.wait(timeout=200) for p in nodes] == [0, 0]
+    assert [w for _, w, _ in _starts(logdir)] == [3, 3, 3, 2, 2]
+    assert_each_item_once_per_epoch(logdir, resized={2}, tail=2 * 4 - 1)
