@@ -28,8 +28,9 @@ IDS = 12
 #: 3 epochs: 0.90-0.95 is typical, 0.88 seen (the last epoch can be worse than the one before).
 SHORT_MODE_ACCURACY = 0.85
 #: Two runs of the same short training under different launchers (not bitwise reproducible: the
-#: ranks' batches are shuffled in worker processes) end this close.
-ACCURACY_TOLERANCE = 0.04
+#: ranks' batches are shuffled in worker processes) end this close: 3 short epochs end anywhere from
+#: about 0.93 to 0.98 (0.936 against 0.977 once, in a CI run).
+ACCURACY_TOLERANCE = 0.06
 #: The log directory of `train.py --short` (3 epochs of 23 steps, a checkpoint after each, two kept),
 #: with the event file's and the graph's time stamps left out.
 SHORT_RUN_FILES = {

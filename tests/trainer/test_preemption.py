@@ -105,7 +105,12 @@ def test_a_signal_in_the_last_step_of_an_epoch_lets_the_epoch_finish(logdir):
 
 
 def test_without_a_model_saver_training_just_stops(logdir):
-    trainer, saver = train(callbacks=[SignalAt(3, signal.SIGHUP)])
+    # The saver takes only signals left at their default: under nohup SIGHUP is ignored.
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        trainer, saver = train(callbacks=[SignalAt(3, signal.SIGHUP)])
+    finally:
+        signal.signal(signal.SIGHUP, previous)
     assert trainer.global_step == 3 and saver.saved == ""
     assert not (logdir / "checkpoint").exists()
 

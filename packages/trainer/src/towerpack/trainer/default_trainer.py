@@ -36,8 +36,8 @@ def default_trainer(towers: int = 1) -> Trainer:
     trains one tower there; a TF-server worker may train several).
     """
     where = placement()
-    if where.distributed and os.environ.get(BACKEND_VAR) == "tf-server":
-        return DistributedTrainerReplicated(towers)
+    if os.environ.get(BACKEND_VAR) == "tf-server" and os.environ.get("TF_CONFIG"):
+        return DistributedTrainerReplicated(towers)  # a parameter server's placement is not distributed
     if where.distributed and where.role is Role.WORKER:
         if towers > 1:
             raise ValueError(
