@@ -96,8 +96,12 @@ def train_dataflow(points, batch_size: int):
 class CifarResNet(ModelDesc):
     """Pre-activation ResNet with 6n+2 layers: 3 stages of n residual blocks (16, 32, 64 channels)."""
 
-    def __init__(self, n: int, sync_bn: str | None = None, lr: float = 0.1):
+    def __init__(self, n: int, sync_bn: str | None = None, lr: float = 0.1, data_format: str | None = None):
         self.n, self.sync_bn, self.lr = n, sync_bn, lr
+        # channels_first is faster on GPUs; towerpack's layers run either layout on any device.
+        self.data_format = data_format or (
+            "channels_first" if tf.config.list_physical_devices("GPU") else "channels_last"
+        )
 
     def inputs(self):
         return [
@@ -107,7 +111,7 @@ class CifarResNet(ModelDesc):
 
     def build_graph(self, image, label):
         image = image / 128.0 - 1
-        data_format = "channels_first" if tf.config.list_physical_devices("GPU") else "channels_last"
+        data_format = self.data_format
         channel_axis = 1 if data_format == "channels_first" else 3
         if data_format == "channels_first":
             image = tf.transpose(image, [0, 3, 1, 2])
@@ -168,6 +172,11 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=64, help="total batch size over all towers/processes")
     p.add_argument("--towers", type=int, default=1, help="towers in this process (no launcher)")
     p.add_argument("--no-sync-bn", action="store_true", help="each replica normalizes by its own batch")
+    p.add_argument(
+        "--data-format",
+        choices=["channels_first", "channels_last"],
+        help="the layers' layout (default: channels_first with a GPU, channels_last without)",
+    )
     p.add_argument("--name", default="resnet", help="log directory train_log/<name>")
     p.add_argument("--logroot", default="train_log")
     p.add_argument("--fresh", action="store_true", help="start over, not from the log directory's checkpoint")
@@ -198,7 +207,7 @@ def main(argv=None) -> int:
     # Every rank decides alike: --fresh never resumes (rank 0 is deleting the old checkpoints).
     config_class = TrainConfig if args.fresh else AutoResumeTrainConfig
     config = config_class(
-        model=CifarResNet(args.n, sync),
+        model=CifarResNet(args.n, sync, data_format=args.data_format),
         data=QueueInput(df),
         callbacks=[
             ModelSaver(max_to_keep=2),

@@ -115,6 +115,7 @@ def test_frozen_batch_norm_in_a_training_tower(graph, caplog):
     assert all(np.abs(v).sum() > 0 for v in g)
 
 
+@pytest.mark.data_format
 def test_channels_first_equals_channels_last(graph):
     with TrainTowerContext(""):
         last = BatchNorm("a", tf.constant(X4), data_format="NHWC")

@@ -129,6 +129,7 @@ def _predict(session_init, data_format="channels_last"):
 X = RNG.normal(size=(5, 4, 4, 2)).astype(np.float32)
 
 
+@pytest.mark.data_format
 @pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
 def test_tensorpack_checkpoint_loads_with_identical_outputs(tensorpack_checkpoint, data_format):
     path, values = tensorpack_checkpoint

@@ -93,6 +93,7 @@ def test_fully_connected_flattens_and_names_W_b(graph):
     np.testing.assert_allclose(got, xv.reshape(3, -1) @ wv, rtol=1e-5)
 
 
+@pytest.mark.data_format
 def test_nchw_and_nhwc_give_the_same_result(graph):
     x = _image((2, 8, 8, 3))
     init = tfv1.constant_initializer(RNG.normal(size=(3, 3, 3, 4)).astype(np.float32))
@@ -141,6 +142,7 @@ def test_pooling_layers(graph):
     assert gap.op.name == "gap/output"
 
 
+@pytest.mark.data_format
 @pytest.mark.parametrize("mat", [None, np.array([[1, 2], [3, 4]], np.float32), "3x3"])
 def test_fixed_unpooling_is_a_kronecker_product(graph, mat):
     x = _image((2, 3, 3, 2))

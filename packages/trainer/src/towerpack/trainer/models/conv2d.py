@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..compat import tf, tfv1
 from ._common import default_kernel_initializer, finish, int_pair, padding_name
+from .cpu_layout import placed_on_cpu, run_in_layout
 from .layer_args import data_format_is_nchw, layer_args
 from .registry import layer_register, register_alias
 
@@ -69,16 +70,42 @@ def Conv2D(
         initializer=kernel_initializer or default_kernel_initializer(),
         regularizer=kernel_regularizer,
     )
-    x = tf.nn.conv2d(
-        inputs,
-        W,
-        strides=int_pair(strides, "strides"),
-        padding=padding_name(padding),
-        data_format="NCHW" if nchw else "NHWC",
-        dilations=int_pair(dilation_rate, "dilation_rate"),
-    )
+    strides, dilations = int_pair(strides, "strides"), int_pair(dilation_rate, "dilation_rate")
+    pad = padding_name(padding)
+    # TensorFlow's own CPU kernels have no filter gradient for dilated or grouped convolutions;
+    # on a CPU (where the layout is NHWC) they are built from plain ones.
+    cpu_workaround = (dilations != [1, 1] or split > 1) and placed_on_cpu("Conv2D")
+
+    def build(t, layout):
+        if cpu_workaround:
+            return _cpu_conv2d(t, W, strides, pad, dilations, split)
+        return tf.nn.conv2d(
+            t, W, strides=strides, padding=pad, data_format=layout.op_format, dilations=dilations
+        )
+
+    x = run_in_layout(inputs, nchw, "Conv2D", build)
     x, b = _bias(x, filters, dtype, use_bias, bias_initializer, bias_regularizer, nchw)
     return finish(x, activation, activity_regularizer, W=W, b=b)
+
+
+def _cpu_conv2d(x, W, strides, padding, dilations, split):
+    """An NHWC convolution from ops whose CPU kernels all have gradients: groups as separate
+    convolutions, dilation through space-to-batch (atrous convolution)."""
+    kernel = W.shape.as_list()[:2]
+
+    def conv(t, w, pad):
+        if dilations == [1, 1]:
+            return tf.nn.conv2d(t, w, strides=strides, padding=pad)
+        if strides != [1, 1]:
+            raise ValueError(f"Conv2D cannot combine strides {strides} with dilation_rate {dilations}")
+        return tf.nn.with_space_to_batch(
+            t, dilations, pad, lambda u, _, p: tf.nn.conv2d(u, w, strides=1, padding=p), filter_shape=kernel
+        )
+
+    if split == 1:
+        return conv(x, W, padding)
+    groups = zip(tf.split(x, split, axis=3), tf.split(W, split, axis=3), strict=True)
+    return tf.concat([conv(t, w, padding) for t, w in groups], axis=3)
 
 
 def _transposed_size(size, kernel: int, stride: int, same: bool):
@@ -120,22 +147,27 @@ def Conv2DTranspose(
         initializer=kernel_initializer or default_kernel_initializer(),
         regularizer=kernel_regularizer,
     )
-    h_axis, w_axis = (2, 3) if nchw else (1, 2)
-    static, dynamic = inputs.shape.as_list(), tf.shape(inputs)
     same = pad == "SAME"
-    out_h = _transposed_size(static[h_axis], kh, sh, same) if static[h_axis] else None
-    out_w = _transposed_size(static[w_axis], kw, sw, same) if static[w_axis] else None
-    dims = [
-        dynamic[0],
-        out_h if out_h is not None else _transposed_size(dynamic[h_axis], kh, sh, same),
-        out_w if out_w is not None else _transposed_size(dynamic[w_axis], kw, sw, same),
-    ]
-    shape = [dims[0], filters, dims[1], dims[2]] if nchw else [dims[0], dims[1], dims[2], filters]
-    x = tf.nn.conv2d_transpose(
-        inputs, W, tf.stack(shape), strides=[sh, sw], padding=pad, data_format="NCHW" if nchw else "NHWC"
-    )
-    static_out = [static[0], filters, out_h, out_w] if nchw else [static[0], out_h, out_w, filters]
-    x.set_shape(static_out)
+
+    def build(t, layout):
+        nchw_op = layout.op_format == "NCHW"
+        h_axis, w_axis = (2, 3) if nchw_op else (1, 2)
+        static, dynamic = t.shape.as_list(), tf.shape(t)
+        out_h = _transposed_size(static[h_axis], kh, sh, same) if static[h_axis] else None
+        out_w = _transposed_size(static[w_axis], kw, sw, same) if static[w_axis] else None
+        dims = [
+            dynamic[0],
+            out_h if out_h is not None else _transposed_size(dynamic[h_axis], kh, sh, same),
+            out_w if out_w is not None else _transposed_size(dynamic[w_axis], kw, sw, same),
+        ]
+        shape = [dims[0], filters, dims[1], dims[2]] if nchw_op else [dims[0], dims[1], dims[2], filters]
+        y = tf.nn.conv2d_transpose(
+            t, W, tf.stack(shape), strides=[sh, sw], padding=pad, data_format=layout.op_format
+        )
+        y.set_shape([static[0], filters, out_h, out_w] if nchw_op else [static[0], out_h, out_w, filters])
+        return y
+
+    x = run_in_layout(inputs, nchw, "Conv2DBackpropInput", build)
     x, b = _bias(x, filters, dtype, use_bias, bias_initializer, bias_regularizer, nchw)
     return finish(x, activation, activity_regularizer, W=W, b=b)
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..compat import tf
 from ._common import finish, int_pair, padding_name
+from .cpu_layout import run_in_layout
 from .layer_args import data_format_is_nchw, layer_args
 from .registry import layer_register
 
@@ -14,11 +15,14 @@ __all__ = ["AvgPooling", "FixedUnPooling", "GlobalAvgPooling", "MaxPooling"]
 _POOL_ALIASES = {"shape": "pool_size", "stride": "strides"}
 
 
-def _pool(op, inputs, pool_size, strides, padding, data_format):
+def _pool(op, op_type: str, inputs, pool_size, strides, padding, data_format):
     nchw = data_format_is_nchw(data_format)
     size = int_pair(pool_size, "pool_size")
     strides = size if strides is None else int_pair(strides, "strides")
-    x = op(inputs, size, strides, padding_name(padding), data_format="NCHW" if nchw else "NHWC")
+    pad = padding_name(padding)
+    x = run_in_layout(
+        inputs, nchw, op_type, lambda t, layout: op(t, size, strides, pad, data_format=layout.op_format)
+    )
     return finish(x)
 
 
@@ -26,14 +30,14 @@ def _pool(op, inputs, pool_size, strides, padding, data_format):
 @layer_args(positional=("pool_size", "strides"), aliases=_POOL_ALIASES)
 def MaxPooling(inputs, pool_size, strides=None, padding="valid", data_format="channels_last"):
     """Max pooling; ``strides`` defaults to ``pool_size``."""
-    return _pool(tf.nn.max_pool2d, inputs, pool_size, strides, padding, data_format)
+    return _pool(tf.nn.max_pool2d, "MaxPool", inputs, pool_size, strides, padding, data_format)
 
 
 @layer_register(log_shape=True)
 @layer_args(positional=("pool_size", "strides"), aliases=_POOL_ALIASES)
 def AvgPooling(inputs, pool_size, strides=None, padding="valid", data_format="channels_last"):
     """Average pooling; ``strides`` defaults to ``pool_size``."""
-    return _pool(tf.nn.avg_pool2d, inputs, pool_size, strides, padding, data_format)
+    return _pool(tf.nn.avg_pool2d, "AvgPool", inputs, pool_size, strides, padding, data_format)
 
 
 @layer_register(log_shape=True)
