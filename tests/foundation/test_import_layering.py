@@ -21,6 +21,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("dataflow", "trainer", "launcher")
+# The top-level towerpack packages (towerpack.utils ships in the dataflow distribution).
+NAMESPACES = ("dataflow", "utils", "trainer", "launcher")
 # Third-party modules that load TensorFlow when imported.
 TENSORFLOW_MODULES = ("tensorflow", "tf_keras", "keras", "horovod.tensorflow")
 
@@ -245,7 +247,7 @@ def towerpack_graph() -> ImportGraph:
     return build_graph(REPO / "packages" / p / "src" for p in PACKAGES)
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMESPACES)
 def test_no_import_cycle_at_module_level(towerpack_graph, package):
     kinds = (ImportKind.MODULE,)
     found = [
@@ -257,7 +259,7 @@ def test_no_import_cycle_at_module_level(towerpack_graph, package):
     assert not found, f"{len(found)} import cycle(s) at module level in towerpack.{package}:\n{report}"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", NAMESPACES)
 def test_no_import_inside_a_function_closes_a_cycle(towerpack_graph, package):
     """An import moved into a function to dodge a cycle is still a cycle: none that would be one at
     module level (imports kept in functions to put off a heavy dependency import other packages)."""
@@ -282,6 +284,31 @@ def test_dataflow_imports_neither_tensorflow_nor_other_packages(towerpack_graph)
     assert not bad, "towerpack.dataflow imports what it must not:\n" + "\n".join(bad)
 
 
+def test_utils_imports_neither_tensorflow_nor_trainer_nor_launcher(towerpack_graph):
+    """Not at module level, not inside functions: what needs TensorFlow uses the one the process
+    has imported (``sys.modules``), so the launcher and dataflow workers can use all of utils."""
+    bad = forbidden_reach(towerpack_graph, "towerpack.utils", (ImportKind.MODULE, ImportKind.FUNCTION))
+    assert not bad, "towerpack.utils imports what it must not:\n" + "\n".join(bad)
+
+
+def test_utils_imports_the_dataflow_only_inside_functions(towerpack_graph):
+    """The dataflow imports towerpack.utils, so utils reaches the dataflow only when a function runs
+    (get_rng, serialize), never while it is being imported."""
+    start = [m for m in towerpack_graph.files if _is_under(m, ["towerpack.utils"])]
+    seen = reachable(towerpack_graph.edges([ImportKind.MODULE]), start)
+    bad = [chain(seen, m) for m in seen if _is_under(m, ["towerpack.dataflow"])]
+    assert not bad, "towerpack.utils imports the dataflow at module level:\n" + "\n".join(bad)
+
+
+def test_dataflow_leaves_the_logger_setup_to_applications(towerpack_graph):
+    """Importing towerpack.utils.logger installs the towerpack log handler; the dataflow logs through
+    plain child loggers and never installs it (a process that configures its own logging, such as
+    ``dataflow serve``, would print every line twice)."""
+    start = [m for m in towerpack_graph.files if _is_under(m, ["towerpack.dataflow"])]
+    seen = reachable(towerpack_graph.edges([ImportKind.MODULE]), start)
+    assert "towerpack.utils.logger" not in seen, chain(seen, "towerpack.utils.logger")
+
+
 def test_launcher_imports_neither_tensorflow_nor_trainer_at_module_level(towerpack_graph):
     bad = forbidden_reach(towerpack_graph, "towerpack.launcher", (ImportKind.MODULE,), also=())
     assert not bad, "towerpack.launcher imports at module level what it must not:\n" + "\n".join(bad)
@@ -302,11 +329,15 @@ def forbidden_reach(graph, package: str, kinds: tuple, also: tuple = ("towerpack
 
 def test_graph_sees_every_package_and_real_edges(towerpack_graph):
     """The graph is not empty or blind: every package, known imports, TensorFlow from the trainer."""
-    for p in PACKAGES:
+    for p in NAMESPACES:
         assert f"towerpack.{p}" in towerpack_graph.files
     edges = towerpack_graph.edges((ImportKind.MODULE,), implied=False)
     assert "towerpack.trainer.base" in edges["towerpack.trainer"]
     assert "towerpack.dataflow" in edges["towerpack.trainer.input_source.queue"]
+    assert "towerpack.utils.fs" in edges["towerpack.dataflow.dataset.files"]
+    assert "towerpack.utils.logger" in edges["towerpack.trainer.logger"]
+    lazy = towerpack_graph.edges((ImportKind.FUNCTION,), implied=False)
+    assert "towerpack.dataflow.seeding" in lazy["towerpack.utils.utils"]
     assert sum(len(v) for v in edges.values()) > 200
     compat = towerpack_graph.outside(["towerpack.trainer.compat"], [ImportKind.MODULE])
     assert any(_is_under(i.target, TENSORFLOW_MODULES) for i in compat)
@@ -378,7 +409,7 @@ def test_finder_reports_a_cycle_as_a_path(tmp_path):
 
 if __name__ == "__main__":  # a quick look: import counts by kind, and the cycles
     g = build_graph(REPO / "packages" / p / "src" for p in PACKAGES)
-    for p in PACKAGES:
+    for p in NAMESPACES:
         mine = [i for i in g.imports if _is_under(i.source, [f"towerpack.{p}"]) and not i.implied]
         counts = ", ".join(f"{sum(i.kind is k for i in mine)} {k.value}" for k in ImportKind)
         print(f"towerpack.{p}: {len({i.source for i in mine})} modules; imports: {counts}")

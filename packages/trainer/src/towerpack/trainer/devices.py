@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import os
 
+from towerpack.utils.gpu import get_num_gpu  # the GPUs TensorFlow can use, once it is imported
+
 from . import logger
 from .compat import tf, tfv1
 from .sesscreate import NewSessionCreator, default_session_config
@@ -24,11 +26,6 @@ __all__ = [
     "resolve_devices",
     "with_visible_gpu",
 ]
-
-
-def get_num_gpu() -> int:
-    """The number of GPUs this process can use (those CUDA_VISIBLE_DEVICES leaves visible)."""
-    return len(tf.config.list_physical_devices("GPU"))
 
 
 def resolve_devices(gpus) -> list[str]:

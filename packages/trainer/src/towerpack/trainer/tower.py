@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import re
 
+from towerpack.utils.naming import MOVING_SUMMARY_OPS_KEY
+
 from .compat import tf, tfv1
 
 __all__ = [
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 # Collection of the ops that update moving-average summaries (see towerpack.trainer.summary).
-MOVING_SUMMARY_OPS = "MOVING_SUMMARY_OPS"
+MOVING_SUMMARY_OPS = MOVING_SUMMARY_OPS_KEY
 
 _CURRENT: BaseTowerContext | None = None
 _TOWER_PREFIX = re.compile(r"^tower\d+/")

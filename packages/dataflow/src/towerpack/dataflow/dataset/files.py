@@ -2,7 +2,8 @@
 
 Nothing is ever downloaded: a reader whose files are missing raises :class:`DatasetNotFoundError`
 naming every missing path and where to get it. The data directory follows the reference:
-``$TENSORPACK_DATASET``, else ``~/tensorpack_data``, plus a per-dataset subdirectory.
+``$TENSORPACK_DATASET``, else ``~/tensorpack_data``, plus a per-dataset subdirectory
+(:func:`towerpack.utils.fs.get_dataset_path`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
+
+from towerpack.utils.fs import DATASET_VAR, get_dataset_path
 
 from ..file_errors import DatasetFormatError
 
@@ -23,9 +26,6 @@ __all__ = [
     "load_mat",
     "require_files",
 ]
-
-#: Environment variable naming the root of all datasets.
-DATASET_VAR = "TENSORPACK_DATASET"
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -59,12 +59,6 @@ class Split(Enum):
             names = ", ".join(repr(s.value) for s in allowed)
             raise ValueError(f"{dataset}: the split must be one of {names}, got {value!r}")
         return split
-
-
-def get_dataset_path(*subdirs: str) -> str:
-    """``$TENSORPACK_DATASET/<subdirs>`` (``~/tensorpack_data/<subdirs>`` when unset); not created."""
-    root = os.environ.get(DATASET_VAR) or os.path.join(os.path.expanduser("~"), "tensorpack_data")
-    return os.path.join(root, *subdirs)
 
 
 def require_files(dataset: str, paths: Iterable[str | os.PathLike], how_to_get: str) -> None:

@@ -13,12 +13,13 @@ reference meant to, but its test never matched).
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 from collections import namedtuple
 from typing import Any
 
 import numpy as np
+
+from towerpack.utils.argtools import shape2d as _shape2d
 
 from ..seeding import new_stream_key, stream_seed
 from . import transform
@@ -51,17 +52,10 @@ def log_deprecated(what: str, instead: str, times: int = 3) -> None:
 
 
 def shape2d(value: Any, name: str = "shape") -> tuple[int, int]:
-    """``(h, w)`` from an int (a square) or a pair of ints."""
-    if isinstance(value, numbers.Integral):
-        return int(value), int(value)
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 2:
-        try:
-            h, w = (int(v) for v in value)
-            if h == value[0] and w == value[1]:
-                return h, w
-        except (TypeError, ValueError):
-            pass
-    raise ValueError(f"{name} must be an int or a pair of ints (h, w), got {value!r}")
+    """``(h, w)`` from an int (a square) or a pair of ints: :func:`towerpack.utils.argtools.shape2d`
+    as a tuple."""
+    h, w = _shape2d(value, name)
+    return h, w
 
 
 def check_dtype(img: Any) -> None:

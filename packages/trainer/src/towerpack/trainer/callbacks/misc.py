@@ -10,6 +10,8 @@ import subprocess
 import time
 from collections import deque
 
+from towerpack.utils.utils import humanize_time_delta
+
 from ..callback import Callback
 from ..choice import Choice
 
@@ -19,16 +21,10 @@ __all__ = ["EstimatedTimeLeft", "InjectShell", "SendStat", "humanize_seconds"]
 
 
 def humanize_seconds(sec: float) -> str:
-    """``3725`` -> ``'1 hour 2 minutes'``; short durations keep seconds."""
+    """An estimate for people: ``3725`` -> ``'1 hour 2 minutes'`` (the two largest units of
+    ``humanize_time_delta``), ``5.25`` -> ``'5.2 seconds'``, ``42.4`` -> ``'42 seconds'``."""
     sec = max(0.0, float(sec))
-    if sec < 60:
-        return f"{sec:.1f} seconds" if sec < 10 else f"{sec:.0f} seconds"
-    parts = []
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
-        n, sec = divmod(sec, size)
-        if n >= 1:
-            parts.append(f"{int(n)} {unit}{'s' if n >= 2 else ''}")
-    return " ".join(parts[:2])
+    return humanize_time_delta(round(sec, 1) if sec < 10 else round(sec), max_units=2)
 
 
 class EstimatedTimeLeft(Callback):

@@ -7,6 +7,7 @@ import os
 import sys
 
 from towerpack.dataflow.progress import progress_bar, progress_interval
+from towerpack.utils.naming import GLOBAL_STEP_INCR_OP_NAME
 
 from .. import logger
 from ..callback import Callback
@@ -29,7 +30,7 @@ class MaintainStepCounter(Callback):
     def _setup_graph(self):
         gs = self.gs_var = get_global_step_var()
         with tfv1.name_scope(None), tf.control_dependencies(None):
-            self._incr = tfv1.assign_add(gs, 1, name="global_step_incr").op
+            self._incr = tfv1.assign_add(gs, 1, name=GLOBAL_STEP_INCR_OP_NAME).op
         self._args = tfv1.train.SessionRunArgs(fetches=self._incr)
 
     def _before_train(self):
