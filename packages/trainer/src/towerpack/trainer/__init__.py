@@ -1,12 +1,13 @@
 """towerpack.trainer: the per-process TensorFlow graph-mode training loop.
 
 ``from towerpack.trainer import *`` gives the trainers, configs, callbacks, monitors, input
-sources, towers, predictors, session initializers and layers (what ``from tensorpack import *``
-gave), and the reference's tfutils: gradient processing, optimizer wrappers, graph utilities,
-variable files and export.
+sources, towers, predictors, session initializers and layers, ``tfv1``, and the reference's
+tfutils: gradient processing, optimizer wrappers, graph utilities, variable files and export.
+With ``from towerpack.dataflow import *`` and ``from towerpack.utils import *`` it gives what
+``from tensorpack import *`` gave.
 """
 
-from . import gradproc, logger, optimizer, sessinit, summary, tower, varreplace
+from . import gradproc, logger, optimizer, sesscreate, sessinit, summary, tower, varreplace
 from .base import DataFlowInput, NewSessionCreator, StopTraining, Trainer, default_session_config
 from .batch_policy import BatchPolicy, BatchSetup, batch_for_world_size
 from .callbacks import *  # noqa: F403
@@ -23,6 +24,7 @@ from .common import (
     get_tensors_by_names,
     get_tf_version_tuple,
 )
+from .compat import tfv1
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, AutoResumeTrainConfig, TrainConfig
 from .default_trainer import default_trainer
 from .dependency import dependency_of_fetches, dependency_of_targets
@@ -47,6 +49,7 @@ from .predict import *  # noqa: F403
 from .predict import __all__ as _predict_all
 from .resume_state import ResumeRecord, TrainerPosition
 from .scope_utils import auto_reuse_variable_scope, cached_name_scope, under_name_scope, under_variable_scope
+from .sesscreate import ReuseSessionCreator, SessionCreatorAdapter
 from .sessinit import *  # noqa: F403
 from .sessinit import __all__ as _sessinit_all
 from .summary import add_activation_summary, add_moving_summary, add_param_summary, add_tensor_summary
@@ -112,6 +115,8 @@ __all__ = [
     "NoOpTrainer",
     "PredictTowerContext",
     "QueueInputTrainer",
+    "ReuseSessionCreator",
+    "SessionCreatorAdapter",
     "SimpleFeedfreeTrainer",
     "SimpleTrainer",
     "SingleCostFeedfreeTrainer",
@@ -136,6 +141,7 @@ __all__ = [
     "get_current_tower_context",
     "launch_train_with_config",
     "logger",
+    "tfv1",
     *_callbacks_all,
     *_inputs_all,
     *_predict_all,
@@ -145,10 +151,12 @@ __all__ = [
 
 # The reference's tfutils (gradient processing, optimizer wrappers, graph utilities, variables and
 # checkpoints, export), all importable from here; the module names are those `from tensorpack
-# import *` gave (sesscreate's creators are in .sesscreate).
+# import *` gave. Its other tfutils modules are here by the same names (model_utils,
+# symbolic_functions, distributed, collect_env, ...), imported by path as in the reference.
 __all__ += [
     "gradproc",
     "optimizer",
+    "sesscreate",
     "sessinit",
     "summary",
     "tower",

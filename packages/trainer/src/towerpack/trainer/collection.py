@@ -1,13 +1,22 @@
 """Graph collections saved and put back: what lets a layer or a tower add to UPDATE_OPS or
-TRAINABLE_VARIABLES and have only some of its additions kept."""
+TRAINABLE_VARIABLES and have only some of its additions kept; and the names of the standard
+collection keys, for messages."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
 
 from .compat import tfv1
 
-__all__ = ["add_to_collection_once", "backup_collection", "freeze_collection", "restore_collection"]
+__all__ = [
+    "add_to_collection_once",
+    "backup_collection",
+    "freeze_collection",
+    "get_inverse_graphkeys",
+    "restore_collection",
+]
 
 
 def add_to_collection_once(key: str, *values) -> None:
@@ -44,3 +53,13 @@ def freeze_collection(keys):
         yield
     finally:
         restore_collection(backup)
+
+
+@functools.cache
+def get_inverse_graphkeys() -> types.MappingProxyType:
+    """A read-only map from each standard collection key to its name in code, e.g.
+    ``"trainable_variables"`` -> ``"tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES"``."""
+    keys = tfv1.GraphKeys
+    # VARIABLES is a deprecated alias of GLOBAL_VARIABLES (reading it warns).
+    names = [n for n in vars(keys) if n.isupper() and not n.startswith("_") and n != "VARIABLES"]
+    return types.MappingProxyType({getattr(keys, n): f"tf.compat.v1.GraphKeys.{n}" for n in sorted(names)})

@@ -1,5 +1,6 @@
-"""Graph lookups every part of the trainer shares: tensors and ops by name, the global step; the
-default session config and a description of the environment for bug reports.
+"""Graph lookups every part of the trainer shares: tensors and ops by name, the global step, the
+default session's devices; the default session config. ``collect_env_info`` (the environment for
+bug reports) lives in ``collect_env`` and is importable from here, as in the reference.
 
 Names follow the reference: ``"x"`` is an op (or its first output when a tensor is asked for),
 ``"x:0"`` is a tensor.
@@ -7,15 +8,9 @@ Names follow the reference: ``"x"`` is an op (or its first output when a tensor 
 
 from __future__ import annotations
 
-import os
-import platform
 import re
-import sys
 
-import numpy as np
-
-from towerpack.dataflow.placement import PlacementError, placement
-
+from .collect_env import collect_env_info
 from .compat import tf, tfv1
 
 __all__ = [
@@ -27,6 +22,7 @@ __all__ = [
     "get_op_tensor_name",
     "get_tensors_by_names",
     "get_tf_version_tuple",
+    "gpu_available_in_session",
 ]
 
 
@@ -88,12 +84,22 @@ def get_global_step_var():
         return tfv1.train.get_or_create_global_step(graph)
 
 
-def get_global_step_value() -> int:
-    """The value of ``global_step`` in the default session."""
+def _default_session(caller: str):
     sess = tfv1.get_default_session()
     if sess is None:
-        raise RuntimeError("get_global_step_value() needs a default session (`with sess.as_default():`)")
-    return int(sess.run(get_global_step_var()))
+        raise RuntimeError(f"{caller}() needs a default session (`with sess.as_default():`)")
+    return sess
+
+
+def get_global_step_value() -> int:
+    """The value of ``global_step`` in the default session."""
+    return int(_default_session("get_global_step_value").run(get_global_step_var()))
+
+
+def gpu_available_in_session() -> bool:
+    """Whether the default session has a GPU device."""
+    devices = _default_session("gpu_available_in_session").list_devices()
+    return any(d.device_type.upper() == "GPU" for d in devices)
 
 
 def get_tf_version_tuple() -> tuple[int, int]:
@@ -112,49 +118,3 @@ def get_default_sess_config(mem_fraction: float = 0.99) -> tfv1.ConfigProto:
     config.gpu_options.per_process_gpu_memory_fraction = mem_fraction
     config.gpu_options.allow_growth = True
     return config
-
-
-def _versions() -> list[tuple[str, str]]:
-    from importlib import metadata
-
-    rows = []
-    for dist in ("towerpack-trainer", "towerpack-dataflow", "towerpack-launcher", "horovod", "tf-keras"):
-        try:
-            rows.append((dist, metadata.version(dist)))
-        except metadata.PackageNotFoundError:
-            rows.append((dist, "not installed"))
-    return rows
-
-
-def _placement() -> str:
-    try:
-        p = placement()
-    except PlacementError as e:
-        return f"invalid: {e}"
-    where = f"rank {p.rank} of {p.world_size}, local {p.local_rank} of {p.local_size}, node {p.node_rank}"
-    return f"{where} (from {p.launcher.value})"
-
-
-def collect_env_info() -> str:
-    """A two-column table of what matters in a bug report: Python, numpy and TensorFlow
-    versions and paths, TensorFlow's CUDA build, the visible GPUs, towerpack's and Horovod's
-    versions, this process's place in its job, and the environment variables that change device
-    placement."""
-    build = tf.sysconfig.get_build_info()
-    rows = [
-        ("sys.platform", sys.platform),
-        ("Python", sys.version.replace("\n", " ")),
-        ("platform", platform.platform()),
-        ("numpy", np.__version__),
-        ("TensorFlow", f"{tf.__version__} ({tf.version.GIT_VERSION}) @{os.path.dirname(tf.__file__)}"),
-        ("TF built with CUDA", str(tf.test.is_built_with_cuda())),
-        ("TF CUDA / cuDNN", f"{build.get('cuda_version', '-')} / {build.get('cudnn_version', '-')}"),
-        ("GPUs", ", ".join(d.name for d in tf.config.list_physical_devices("GPU")) or "none"),
-        ("CPUs", str(os.cpu_count())),
-        *_versions(),
-        ("placement", _placement()),
-    ]
-    for var in ("CUDA_VISIBLE_DEVICES", "TF_CONFIG", "RANK", "WORLD_SIZE", "OMP_NUM_THREADS"):
-        rows.append((var, os.environ.get(var, "(unset)")))
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

@@ -1,10 +1,15 @@
-"""Session creators: how a trainer or predictor gets its session (the reference's ``sesscreate``)."""
+"""Session creators: how a trainer or predictor gets its session (the reference's ``sesscreate``).
+
+A creator returns a session whose variables are initialized, and leaves the graph unfinalized.
+``NewSessionCreator`` opens one; ``ReuseSessionCreator`` hands over one the caller has;
+``SessionCreatorAdapter`` passes another creator's session through a function (to wrap it).
+"""
 
 from __future__ import annotations
 
 from .compat import tf, tfv1
 
-__all__ = ["NewSessionCreator", "default_session_config"]
+__all__ = ["NewSessionCreator", "ReuseSessionCreator", "SessionCreatorAdapter", "default_session_config"]
 
 
 def default_session_config() -> tfv1.ConfigProto:
@@ -31,3 +36,33 @@ class NewSessionCreator(tfv1.train.SessionCreator):
         sess = tfv1.Session(target=self.target, config=self.config)
         sess.run(init)
         return sess
+
+
+class ReuseSessionCreator(tfv1.train.SessionCreator):
+    """Returns ``sess``, a session the caller created and initialized."""
+
+    def __init__(self, sess):
+        if not callable(getattr(sess, "run", None)):
+            raise TypeError(f"ReuseSessionCreator takes a session, got {type(sess).__name__}")
+        self.sess = sess
+
+    def create_session(self):
+        return self.sess
+
+
+class SessionCreatorAdapter(tfv1.train.SessionCreator):
+    """Returns ``func(session)`` for the session ``session_creator`` creates, e.g. a session
+    wrapped for debugging."""
+
+    def __init__(self, session_creator, func):
+        if not isinstance(session_creator, tfv1.train.SessionCreator):
+            raise TypeError(
+                f"SessionCreatorAdapter takes a tf.compat.v1.train.SessionCreator, got {session_creator!r}"
+            )
+        if not callable(func):
+            raise TypeError(f"SessionCreatorAdapter: func must be callable, got {func!r}")
+        self._creator = session_creator
+        self._func = func
+
+    def create_session(self):
+        return self._func(self._creator.create_session())

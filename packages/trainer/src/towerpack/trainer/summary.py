@@ -1,5 +1,6 @@
 """Summaries a model adds while building its graph: moving averages of scalars, tensor summaries
-(histogram, mean, rms, sparsity), and summaries of parameters and activations.
+(histogram, mean, rms, sparsity), and summaries of parameters and activations; and ``Summary``
+protobufs built in Python from a value or from images (what monitors write to event files).
 
 Only the main training tower adds summaries; calls from other towers are no-ops, so a tower
 function can call these unconditionally. Tags follow the reference: ``add_tensor_summary`` names
@@ -9,10 +10,15 @@ current name scope.
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
+
 from . import logger
 from .common import full_match
 from .compat import tf, tfv1
 from .scope_utils import cached_name_scope
+from .symbolic_functions import rms
 from .tower import MOVING_SUMMARY_OPS, in_main_training_tower, strip_tower_prefix
 
 __all__ = [
@@ -21,16 +27,13 @@ __all__ = [
     "add_moving_summary",
     "add_param_summary",
     "add_tensor_summary",
+    "create_image_summary",
+    "create_scalar_summary",
 ]
 
 
 def _clean_name(tensor) -> str:
     return strip_tower_prefix(tensor.op.name)
-
-
-def rms(x, name: str = "rms"):
-    """Root mean square of a tensor."""
-    return tf.sqrt(tf.reduce_mean(tf.square(x)), name=name)
 
 
 def add_moving_summary(
@@ -148,3 +151,38 @@ def add_param_summary(*summary_lists, collections=None) -> None:
             for regex, types in summary_lists:
                 if full_match(regex, name):
                     add_tensor_summary(p, types, name=name, collections=collections)
+
+
+def create_scalar_summary(name: str, value) -> tfv1.Summary:
+    """A ``Summary`` holding one scalar, ``float(value)``, tagged ``name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"a summary's name must be a str, got {type(name).__name__}")
+    return tfv1.Summary(value=[tfv1.Summary.Value(tag=name, simple_value=float(value))])
+
+
+def create_image_summary(name: str, images) -> tfv1.Summary:
+    """A ``Summary`` holding PNG images, from an ``NHWC`` array (C = 1, 2, 3 or 4: grey, grey and
+    alpha, RGB, RGBA) with values in 0..255 (clipped, then cast to uint8).
+
+    The tag is ``name`` for a single image and ``name/k`` for image ``k`` of several.
+    """
+    from PIL import Image  # pillow: only image summaries need it here
+
+    if not isinstance(name, str):
+        raise TypeError(f"a summary's name must be a str, got {type(name).__name__}")
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[3] not in (1, 2, 3, 4):
+        raise ValueError(
+            f"image summary {name!r}: expected NHWC images with 1-4 channels, got {images.shape}"
+        )
+    if images.dtype != np.uint8:
+        images = np.clip(images, 0, 255).astype(np.uint8)
+    n, h, w, c = images.shape
+    values = []
+    for k, img in enumerate(images):
+        png = io.BytesIO()
+        # Pillow reads the mode from the shape: L, LA, RGB or RGBA.
+        Image.fromarray(img[:, :, 0] if c == 1 else img).save(png, format="PNG")
+        image = tfv1.Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=png.getvalue())
+        values.append(tfv1.Summary.Value(tag=name if n == 1 else f"{name}/{k}", image=image))
+    return tfv1.Summary(value=values)

@@ -19,6 +19,7 @@ from .pool import AvgPooling, FixedUnPooling, GlobalAvgPooling, MaxPooling
 from .registry import disable_layer_logging, layer_register
 from .regularize import l1_regularizer, l2_regularizer, regularize_cost, regularize_cost_from_collection
 from .shapes import ConcatWith
+from .tflayer import rename_tflayer_get_variable
 from .variable_holder import VariableHolder
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "layer_register",
     "regularize_cost",
     "regularize_cost_from_collection",
+    "rename_tflayer_get_variable",
 ]

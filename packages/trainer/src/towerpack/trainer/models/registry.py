@@ -12,6 +12,7 @@ import functools
 
 from .. import logger
 from ..compat import tf, tfv1
+from ..model_utils import get_shape_str
 from ..tower import strip_tower_prefix
 from .argscope import get_arg_scope
 from .layer_args import LayerArgs
@@ -60,10 +61,11 @@ def _check_inputs(layer_name: str, inputs) -> None:
         )
 
 
-def _shape_of(x):
-    if isinstance(x, (list, tuple)):
-        x = x[0] if x else None
-    return x.shape.as_list() if hasattr(x, "shape") and x.shape.rank is not None else "?"
+def _shape_of(x) -> str:
+    try:
+        return get_shape_str(x)
+    except TypeError:  # a user's layer may take or return other things (a dict, None ...)
+        return f"<{type(x).__name__}>"
 
 
 def layer_register(log_shape: bool = False, use_scope: bool | None = True):
