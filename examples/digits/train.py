@@ -75,7 +75,7 @@ def digits_split(seed: int = 0):
 def train_dataflow(points, batch_size: int):
     """This rank's shard, shuffled, batched, produced in a separate process over ZMQ."""
     ds = ShardData(DataFromList(points, shuffle=False), drop_remainder=True)  # by placement()
-    ds = LocallyShuffleData(ds, buffer_size=len(ds))
+    ds = LocallyShuffleData(ds, buffer_size=len(ds), exact_epochs=True)  # each sample once per epoch
     ds = BatchData(ds, batch_size, remainder=False)
     return MultiProcessRunnerZMQ(ds, num_proc=1)
 

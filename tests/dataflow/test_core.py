@@ -114,6 +114,28 @@ def test_fake_data_shapes_dtypes_and_fixed_arrays():
         FakeData([[1], [2]], dtype=["float32"])
 
 
+def test_fake_data_takes_one_domain_and_dtype_per_component():
+    df = FakeData(
+        [[50], [50], [50]], size=20, dtype=["uint8", "float32", "int64"], domain=[(0, 255), (-1, 1), (5, 8)]
+    )
+    df.reset_state()
+    for a, b, c in df:
+        assert (a.dtype, b.dtype, c.dtype) == (np.uint8, np.float32, np.int64)
+        assert 8 < a.max() <= 254 and b.min() >= -1 and b.max() < 1 and b.min() < 0
+        assert set(np.unique(c)) <= {5, 6, 7}
+    seen = np.concatenate([dp[2] for dp in df])
+    assert set(np.unique(seen)) == {5, 6, 7}  # the whole range is drawn, high excluded
+    one = FakeData([[100], [100]], size=3, dtype="int32", domain=[10, 12])  # a single pair, as a list
+    one.reset_state()
+    assert all(set(np.unique(x)) <= {10, 11} for dp in one for x in dp)
+    with pytest.raises(ValueError, match="2 domains given for 3 shapes"):
+        FakeData([[1], [1], [1]], domain=[(0, 1), (0, 2)])
+    with pytest.raises(ValueError, match="domain 1 has low 3 > high 2"):
+        FakeData([[1], [1]], domain=[(0, 1), (3, 2)])
+    with pytest.raises(TypeError, match="domain must be a"):
+        FakeData([[1]], domain=(0, 1, 2))
+
+
 def test_batch_data_stacks_and_counts():
     df = BatchData(DataFromList([[np.full((2,), i), i] for i in range(10)], shuffle=False), 4)
     assert len(df) == 2
@@ -194,7 +216,7 @@ def test_fixed_size_data_keeps_state_across_epochs():
 
 
 def test_locally_shuffle_data_yields_each_once():
-    df = LocallyShuffleData(ints(100), buffer_size=10)
+    df = LocallyShuffleData(ints(100), buffer_size=10, exact_epochs=True)
     df.reset_state()
     out = firsts(df)
     assert sorted(out) == list(range(100)) and out != list(range(100))

@@ -7,11 +7,16 @@ servers, benchmarks and ``RepeatedData(df, -1)`` all use it.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow, dataflow_len
 from .control import EpochEnd
+from .sharding import dataflow_tree
 
 __all__ = [
     "CacheData",
@@ -22,6 +27,7 @@ __all__ = [
     "LocallyShuffleData",
     "RepeatedData",
     "RepeatedDataPoint",
+    "mixes_passes",
     "repeat_forever",
 ]
 
@@ -154,36 +160,115 @@ class FixedSizeData(ProxyDataFlow):
             yield dp
 
 
-class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
-    """Shuffle within a sliding buffer of ``buffer_size`` datapoints; each input datapoint is yielded once.
+@dataclass
+class _ShuffleBuffer:
+    """LocallyShuffleData's buffer: a FIFO queue that is shuffled now and then."""
 
-    Useful when the input can only be read sequentially (a file, a database): the order is
-    randomised locally while memory stays bounded.
+    items: deque[Any] = field(default_factory=deque)
+    #: Input datapoints taken since the last shuffle.
+    taken: int = 0
+
+    def shuffle(self, rng: np.random.RandomState) -> None:
+        items = list(self.items)  # shuffling the deque itself would index it O(n) per swap
+        rng.shuffle(items)
+        self.items.clear()
+        self.items.extend(items)
+        self.taken = 0
+
+
+class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
+    """Shuffle locally through a buffer of ``buffer_size`` datapoints, for inputs read sequentially.
+
+    Each datapoint of ``ds`` enters the back of the buffer ``num_reuse`` times; once the buffer
+    is full, every entry pushes the one at the front out to the consumer. The buffer is shuffled
+    after every ``shuffle_interval`` datapoints taken from ``ds`` (default ``buffer_size // 3``).
+    Memory stays bounded (a file or a database read in order) while the order is randomised
+    locally. ``len`` is ``len(ds) * num_reuse``.
+
+    ``exact_epochs`` says where the iteration ends:
+
+    - ``False`` (the default, the reference's behaviour): never. Pass after pass of ``ds`` flows
+      through the buffer, so the datapoints of one pass mix with those of the next, and the buffer
+      carries over from one ``iter()`` to the next. Consumers that count (runners, the trainer's
+      steps per epoch) take ``len`` datapoints as an epoch; runners give up exact epochs for it.
+    - ``True``: an epoch is one pass of ``ds``; at its end the rest of the buffer is shuffled and
+      yielded, so every datapoint of the pass appears exactly ``num_reuse`` times per epoch.
     """
 
-    def __init__(self, ds: DataFlow, buffer_size: int) -> None:
+    #: Whether iterating never ends, running the input's passes together (runners check it).
+    endless: bool
+
+    def __init__(
+        self,
+        ds: DataFlow,
+        buffer_size: int,
+        num_reuse: int = 1,
+        shuffle_interval: int | None = None,
+        exact_epochs: bool = False,
+    ) -> None:
         ProxyDataFlow.__init__(self, ds)
-        if buffer_size <= 0:
-            raise ValueError(f"LocallyShuffleData: buffer_size must be positive, got {buffer_size}")
-        self.buffer_size = int(buffer_size)
+        self.buffer_size = _positive(buffer_size, "buffer_size")
+        self.num_reuse = _positive(num_reuse, "num_reuse")
+        default_interval = max(1, self.buffer_size // 3)
+        self.shuffle_interval = (
+            default_interval if shuffle_interval is None else _positive(shuffle_interval, "shuffle_interval")
+        )
+        self.exact_epochs = bool(exact_epochs)
+        self.endless = not self.exact_epochs
+        self._buffer = _ShuffleBuffer()
+        self._source: Iterator[Any] | None = None  # the endless input stream, once iterated
 
     def reset_state(self) -> None:
         ProxyDataFlow.reset_state(self)
         RNGDataFlow.reset_state(self)
+        self._buffer = _ShuffleBuffer()
+        self._source = None
+
+    def __len__(self) -> int:
+        return len(self.ds) * self.num_reuse
 
     def __iter__(self) -> Iterator[Any]:
         if not hasattr(self, "rng"):
             raise RuntimeError("LocallyShuffleData: call reset_state() before iterating")
-        buf: list[Any] = []
-        for dp in self.ds:
-            if len(buf) < self.buffer_size:
-                buf.append(dp)
-                continue
-            i = self.rng.randint(len(buf))
-            yield buf[i]
-            buf[i] = dp
-        self.rng.shuffle(buf)
-        yield from buf
+        if self.exact_epochs:
+            buffer = _ShuffleBuffer()
+            yield from self._through(iter(self.ds), buffer)
+            buffer.shuffle(self.rng)
+            yield from buffer.items
+            return
+        if self._source is None:
+            self._source = repeat_forever(self.ds)
+        try:
+            yield from self._through(self._source, self._buffer)
+        except Exception:
+            self._source = None  # a failed input stream is finished: start it again next time
+            raise
+
+    def _through(self, source: Iterator[Any], buffer: _ShuffleBuffer) -> Iterator[Any]:
+        """Feed ``source`` into ``buffer``, yielding what overflows it."""
+        items = buffer.items
+        for dp in source:
+            buffer.taken += 1
+            if buffer.taken >= self.shuffle_interval:
+                buffer.shuffle(self.rng)
+            items.extend([dp] * self.num_reuse)
+            # All copies go in before any yield: an iteration abandoned at a yield loses nothing.
+            while len(items) > self.buffer_size:
+                yield items.popleft()
+
+
+def _positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"LocallyShuffleData: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def mixes_passes(ds: DataFlow) -> bool:
+    """Whether ``ds`` or a dataflow it reads from runs its input's passes together (an endless stage).
+
+    Such a pipeline has no exact epochs: a runner over it counts ``len`` datapoints per epoch.
+    """
+    return any(getattr(d, "endless", False) for d in dataflow_tree(ds))
 
 
 class ConcatData(DataFlow):

@@ -8,6 +8,13 @@ of its pass, and a worker that has finished waits (its datapoints held back) unt
 every datapoint of an epoch arrives once. Otherwise every worker runs a full copy of the input,
 as in the reference: an epoch is ``len(ds)`` datapoints of the mixed streams.
 
+A pipeline with an endless stage (``LocallyShuffleData`` without ``exact_epochs``) has no passes
+to mark, so a runner over it counts ``len(ds)`` datapoints per epoch. When every worker reports an
+empty pass while ``ds`` is not empty here (a ``BatchData`` inside larger than each worker's share),
+the runner raises at its first iteration instead of waiting forever
+(:mod:`towerpack.dataflow.worker_shares`); a long wait for any other reason logs a warning
+(:mod:`towerpack.dataflow.stall`).
+
 In tracking mode (set by :class:`~towerpack.dataflow.position_tracker.PositionTracker`) the runners merge
 their workers strictly round-robin instead, so that the stream is deterministic; an iteration that
 was abandoned mid-epoch is continued, not drained, by the next one.
@@ -24,12 +31,14 @@ import zmq
 
 from . import control
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow, dataflow_len
-from .common import repeat_forever
+from .common import mixes_passes, repeat_forever
 from .control import EpochEnd, WorkerStarted
 from .position import Tracking
 from .process import ParentWatch
 from .sharding import WorkerInfo, set_worker_info
+from .stall import StallWatch, stall_warning_after
 from .wire import DEFAULT_LIMITS, WireLimits, encode
+from .worker_shares import check_worker_shares
 from .workers import WorkerGroupOwner, report_worker_error, worker_send
 
 __all__ = [
@@ -113,6 +122,16 @@ def exact_epochs(parent_length: int | None, worker_lengths: list[int | None]) ->
     return sum(worker_lengths) == parent_length
 
 
+def plan_epochs(runner: str, ds: DataFlow, worker_lengths: list[int | None], tracking: bool) -> bool:
+    """What a runner decides once its workers have reported their lengths: whether epochs are exact.
+
+    Raises ``ValueError`` when no worker would ever send a datapoint (see :func:`check_worker_shares`).
+    """
+    if not tracking:  # a tracked resume may start with workers whose part of the epoch is done
+        check_worker_shares(runner, ds, worker_lengths)
+    return exact_epochs(dataflow_len(ds), worker_lengths) and not mixes_passes(ds)
+
+
 def _runner_worker(
     watch: ParentWatch,
     index: int,
@@ -164,6 +183,8 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
             ``"forkserver"`` is refused, since its workers could not die with this process.
         allow_pickle: allow datapoints that are not arrays/numbers/strings to travel pickled.
         limits: the wire limits of received messages.
+        stall_warning: seconds of waiting for a datapoint before a warning is logged (again each
+            time the wait doubles); default ``$TOWERPACK_DATAFLOW_STALL_WARNING`` or 60, ``inf``: never.
     """
 
     def __init__(
@@ -174,14 +195,16 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         start_method: str | None = None,
         allow_pickle: bool = False,
         limits: WireLimits = DEFAULT_LIMITS,
+        stall_warning: float | None = None,
     ) -> None:
         super().__init__(ds)
         if num_proc < 1:
             raise ValueError(f"{type(self).__name__}: num_proc must be >= 1, got {num_proc}")
         self.num_proc = num_proc
         self.hwm = max(1, int(hwm))
-        self._configure_workers(start_method, allow_pickle, limits)
+        self._configure_workers(start_method, allow_pickle, limits, stall_warning)
         self._exact: bool | None = None
+        self._start_error: ValueError | None = None  # the workers' shares cannot work (raised again)
         self._epochs = _Epochs(num_proc)
         #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
         self._epoch_open = False
@@ -205,13 +228,20 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         return bool(self._exact)
 
     def _handshake(self) -> None:
+        if self._start_error is not None:
+            raise self._start_error
         lengths = []
         for i in range(self.num_proc):
             _, msg = self._inbox.recv([i])
             if not isinstance(msg, WorkerStarted):
                 raise DataFlowTerminated(f"{type(self).__name__}: worker {i} did not start as expected")
             lengths.append(msg.length)
-        self._exact = exact_epochs(dataflow_len(self.ds), lengths)
+        try:
+            self._exact = plan_epochs(type(self).__name__, self.ds, lengths, self._tracking is not None)
+        except ValueError as e:
+            self._start_error = e
+            self.close()  # the workers have nothing to send
+            raise
 
     def _exact_epoch(self) -> Iterator[Any]:
         """The datapoints until every worker has ended its pass (see the module docstring)."""
@@ -287,11 +317,21 @@ class MultiThreadRunner(DataFlow):
     split the input among the threads; epochs are then exact, as with
     :class:`MultiProcessRunnerZMQ` (a thread that finished its pass waits for the others). The
     length is the first flow's. Threads suit pipelines that release the GIL (I/O, decoding in C).
+    ``stall_warning`` is :class:`MultiProcessRunnerZMQ`'s.
     """
 
-    def __init__(self, get_df: Callable[[], DataFlow], num_prefetch: int, num_thread: int) -> None:
+    def __init__(
+        self,
+        get_df: Callable[[], DataFlow],
+        num_prefetch: int,
+        num_thread: int,
+        stall_warning: float | None = None,
+    ) -> None:
         if num_thread < 1 or num_prefetch < 1:
             raise ValueError("MultiThreadRunner: num_prefetch and num_thread must be >= 1")
+        after = stall_warning_after(stall_warning, "MultiThreadRunner: stall_warning")
+        self._stall = StallWatch(type(self).__name__, self._describe_threads, after)
+        self._start_error: ValueError | None = None  # as in MultiProcessRunnerZMQ
         self.dfs = [get_df() for _ in range(num_thread)]
         self.num_thread = num_thread
         self.queue: queue.Queue = queue.Queue(maxsize=num_prefetch)
@@ -345,8 +385,25 @@ class MultiThreadRunner(DataFlow):
             self._threads.append(t)
             t.start()
 
+    def _describe_threads(self) -> str:
+        ended = [t.name for t in self._threads if not t.is_alive()]
+        state = f"{', '.join(ended)} ended" if ended else "all alive"
+        return f"{self.num_thread} thread{'s' if self.num_thread != 1 else ''}, {state}"
+
     def _get(self, index: int | None = None) -> tuple[int, Any]:
-        index, item = (self.queue if index is None else self._queues[index]).get()
+        q = self.queue if index is None else self._queues[index]
+        stall = self._stall
+        try:
+            index, item = q.get_nowait()
+        except queue.Empty:
+            stall.waiting()
+            while True:
+                try:
+                    index, item = q.get(timeout=stall.timeout())
+                    break
+                except queue.Empty:
+                    stall.check()
+        stall.got(item)
         if isinstance(item, _ThreadError):
             raise RuntimeError(f"MultiThreadRunner: thread {index} failed: {item.error!r}") from item.error
         return index, item
@@ -359,20 +416,12 @@ class MultiThreadRunner(DataFlow):
         if not self._threads:
             raise RuntimeError("MultiThreadRunner: call reset_state() before iterating")
         with self._guard:
+            self._stall.restart()  # as in MultiProcessRunnerZMQ
             if self._tracking is not None:
                 yield from self._iter_round_robin()
                 return
             if self._exact is None:
-                lengths: list[Any] = [None] * self.num_thread
-                seen = 0
-                while seen < self.num_thread:
-                    index, item = self._get()
-                    if isinstance(item, WorkerStarted):
-                        lengths[index] = item.length
-                        seen += 1
-                    else:
-                        self._held[index].append(item)
-                self._exact = exact_epochs(dataflow_len(self.dfs[0]), lengths)
+                self._handshake()
             if self._exact:
                 if self._epoch_open:
                     for _ in self._iter_exact():  # what the last, abandoned iteration left of its epoch
@@ -380,6 +429,25 @@ class MultiThreadRunner(DataFlow):
                 yield from self._iter_exact()
             else:
                 yield from self._iter_free()
+
+    def _handshake(self) -> None:
+        if self._start_error is not None:
+            raise self._start_error
+        lengths: list[Any] = [None] * self.num_thread
+        seen = 0
+        while seen < self.num_thread:
+            index, item = self._get()
+            if isinstance(item, WorkerStarted):
+                lengths[index] = item.length
+                seen += 1
+            else:
+                self._held[index].append(item)
+        try:
+            self._exact = plan_epochs(type(self).__name__, self.dfs[0], lengths, False)
+        except ValueError as e:
+            self._start_error = e
+            self.close()
+            raise
 
     def _items(self) -> Iterator[tuple[int, Any]]:
         for index, held in enumerate(self._held):

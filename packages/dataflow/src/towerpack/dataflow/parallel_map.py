@@ -1,5 +1,9 @@
 """Parallel map: MultiProcessMapDataZMQ and MultiProcessMapAndBatchDataZMQ (processes over ZMQ),
-MultiThreadMapData (threads)."""
+MultiThreadMapData (threads).
+
+All three warn when they wait long for a result (:mod:`towerpack.dataflow.stall`): a map function
+that hangs, or one that returns ``None`` for everything, never makes a silent wait.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import zmq
@@ -18,6 +23,7 @@ from .batch import aggregate_batch
 from .common import repeat_forever
 from .control import NoResult
 from .process import ParentWatch
+from .stall import StallWatch, stall_warning_after
 from .wire import DEFAULT_LIMITS, WireLimits, decode, encode, set_receive_limit
 from .workers import WorkerGroupOwner, ipc_address, report_worker_error, worker_recv, worker_send
 
@@ -39,7 +45,8 @@ def _none_result(strict: bool) -> None:
         )
 
 
-_NO_RESULT = control.encode(NoResult())
+_NO_RESULT_MESSAGE = NoResult()
+_NO_RESULT = control.encode(_NO_RESULT_MESSAGE)
 
 
 def _map_worker(
@@ -88,7 +95,8 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
     an epoch is ``len(ds)`` results, and a ``None`` result drops the datapoint.
 
     Worker processes follow the same rules as :class:`MultiProcessRunnerZMQ` (start in
-    ``reset_state``, die with this process, errors raised here with their traceback).
+    ``reset_state``, die with this process, errors raised here with their traceback, a warning
+    after ``stall_warning`` seconds of waiting for a result).
     """
 
     def __init__(
@@ -101,6 +109,7 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         start_method: str | None = None,
         allow_pickle: bool = False,
         limits: WireLimits = DEFAULT_LIMITS,
+        stall_warning: float | None = None,
     ) -> None:
         super().__init__(ds)
         if num_proc < 1 or buffer_size < 1:
@@ -113,7 +122,7 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self.map_func = map_func
         self.buffer_size = buffer_size
         self.strict = strict
-        self._configure_workers(start_method, allow_pickle, limits)
+        self._configure_workers(start_method, allow_pickle, limits, stall_warning)
         self._inflight = 0
         self._source: Iterator[Any] | None = None
 
@@ -134,6 +143,8 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
             for i, p in enumerate(self._group.procs):
                 if p.exitcode is not None:
                     raise self._group.died_error(i)
+            self._inbox.stall.waiting()  # the workers take no task: that is waiting for them too
+            self._inbox.stall.check()
         self._tasks.send_multipart(frames, copy=False)
         self._inflight += 1
 
@@ -255,7 +266,7 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
     results as :class:`BatchData` does and sends the batch here, so this process only receives.
     The stream has no length and no epochs. ``buffer_size`` defaults to ``3 * batch_size`` and
     must exceed ``batch_size`` (the reference checked this before applying its default, so the
-    default raised).
+    default raised). ``stall_warning`` is :class:`MultiProcessRunnerZMQ`'s.
     """
 
     def __init__(
@@ -268,6 +279,7 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         start_method: str | None = None,
         allow_pickle: bool = False,
         limits: WireLimits = DEFAULT_LIMITS,
+        stall_warning: float | None = None,
     ) -> None:
         super().__init__(ds)
         if buffer_size is None:
@@ -283,7 +295,7 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
             batch_size,
             buffer_size,
         )
-        self._configure_workers(start_method, allow_pickle, limits)
+        self._configure_workers(start_method, allow_pickle, limits, stall_warning)
 
     def __len__(self) -> int:
         raise LengthUnknownError("MultiProcessMapAndBatchDataZMQ is endless and has no length")
@@ -308,6 +320,8 @@ class MultiThreadMapData(ProxyDataFlow):
     Up to ``buffer_size`` datapoints are mapped ahead. Each epoch maps every input datapoint once;
     a ``None`` result drops the datapoint, or raises with ``strict=True``. Threads suit functions
     that release the GIL (I/O, image decoding in C); use :class:`MultiProcessMapDataZMQ` otherwise.
+    A warning is logged after ``stall_warning`` seconds of waiting for a result, as in
+    :class:`MultiProcessRunnerZMQ`.
     """
 
     def __init__(
@@ -317,6 +331,7 @@ class MultiThreadMapData(ProxyDataFlow):
         map_func: Callable[[Any], Any],
         buffer_size: int = 200,
         strict: bool = False,
+        stall_warning: float | None = None,
     ) -> None:
         super().__init__(ds)
         if num_thread < 1 or buffer_size < 1:
@@ -327,6 +342,9 @@ class MultiThreadMapData(ProxyDataFlow):
         self.strict = strict
         self._pool: ThreadPoolExecutor | None = None
         self._guard = DataFlowReentrantGuard()
+        after = stall_warning_after(stall_warning, "MultiThreadMapData: stall_warning")
+        self._stall = StallWatch(type(self).__name__, self._describe_threads, after)
+        self._pending: deque[Future] = deque()
 
     def reset_state(self) -> None:
         super().reset_state()
@@ -338,13 +356,15 @@ class MultiThreadMapData(ProxyDataFlow):
         if self._pool is None:
             raise RuntimeError("MultiThreadMapData: call reset_state() before iterating")
         with self._guard:
-            pending: deque[Future] = deque()
+            self._stall.restart()  # as in MultiProcessRunnerZMQ
+            self._pending = pending = deque()
             try:
                 for dp in itertools.chain(self.ds, [None]):
                     if dp is not None:
                         pending.append(self._pool.submit(self.map_func, dp))
                     while pending and (len(pending) >= self.buffer_size or dp is None):
-                        out = pending.popleft().result()
+                        out = self._result(pending[0])
+                        pending.popleft()
                         if out is None:
                             _none_result(self.strict)
                             continue
@@ -352,6 +372,29 @@ class MultiThreadMapData(ProxyDataFlow):
             finally:
                 for f in pending:
                     f.cancel()
+
+    def _result(self, future: Future) -> Any:
+        """The oldest call's result; a map function that hangs is reported, not waited on silently."""
+        stall = self._stall
+        if not future.done():
+            stall.waiting()
+            while True:
+                try:
+                    future.result(timeout=stall.timeout())
+                    break
+                except FutureTimeout:
+                    stall.check()
+        out = future.result()
+        stall.got(_NO_RESULT_MESSAGE if out is None else out)  # a dropped datapoint is no datapoint
+        return out
+
+    def _describe_threads(self) -> str:
+        running = sum(f.running() for f in self._pending)
+        stuck = ": map_func has not returned" if running else ""
+        return (
+            f"{self.num_thread} thread{'s' if self.num_thread != 1 else ''} ({len(self._pending)} map_func "
+            f"calls pending, {running} of them running{stuck})"
+        )
 
     def close(self) -> None:
         """Shut the thread pool down (waiting for running calls)."""

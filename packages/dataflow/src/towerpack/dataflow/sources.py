@@ -108,8 +108,9 @@ class FakeData(RNGDataFlow):
         size: datapoints per epoch.
         random: draw new values for every datapoint; when false, the same arrays are yielded
             every time (cheapest, for measuring transport).
-        dtype: one dtype for all components, or one per component.
-        domain: ``(low, high)`` range of the values.
+        dtype: one dtype for all components, or a list of one per component.
+        domain: the values' range ``(low, high)``: one pair for all components, or a list of one
+            pair per component. Values lie in ``[low, high)`` (booleans ignore it).
     """
 
     def __init__(
@@ -118,7 +119,7 @@ class FakeData(RNGDataFlow):
         size: int = 1000,
         random: bool = True,
         dtype: Any = "float32",
-        domain: tuple[float, float] = (0, 1),
+        domain: Sequence[float] | Sequence[Sequence[float]] = (0, 1),
     ) -> None:
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
         self.size = int(size)
@@ -127,16 +128,15 @@ class FakeData(RNGDataFlow):
         if len(dtypes) != len(self.shapes):
             raise ValueError(f"FakeData: {len(dtypes)} dtypes given for {len(self.shapes)} shapes")
         self.dtypes = [np.dtype(d) for d in dtypes]
-        self.domain = domain
+        self.domain = _domains(domain, len(self.shapes))
         self._fixed: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return self.size
 
     def _make(self) -> list[np.ndarray]:
-        low, high = self.domain
         out = []
-        for shape, dt in zip(self.shapes, self.dtypes, strict=True):
+        for shape, dt, (low, high) in zip(self.shapes, self.dtypes, self.domain, strict=True):
             if dt.kind in "iu":
                 out.append(self.rng.randint(int(low), max(int(high), int(low) + 1), size=shape).astype(dt))
             elif dt.kind == "b":
@@ -152,3 +152,25 @@ class FakeData(RNGDataFlow):
             self._fixed = self._make()
         for _ in range(self.size):
             yield list(self._fixed) if self._fixed is not None else self._make()
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
+
+
+def _domains(domain: Any, count: int) -> list[tuple[Any, Any]]:
+    """One ``(low, high)`` per component from FakeData's ``domain``: a pair for all, or a list of pairs."""
+    if not isinstance(domain, (list, tuple)):
+        raise TypeError(f"FakeData: domain must be a (low, high) pair or a list of them, got {domain!r}")
+    if len(domain) == 2 and all(_is_number(x) for x in domain):
+        pairs = [tuple(domain)] * count
+    elif all(isinstance(p, (list, tuple)) and len(p) == 2 and all(_is_number(x) for x in p) for p in domain):
+        pairs = [tuple(p) for p in domain]
+        if len(pairs) != count:
+            raise ValueError(f"FakeData: {len(pairs)} domains given for {count} shapes")
+    else:
+        raise TypeError(f"FakeData: domain must be a (low, high) pair or a list of them, got {domain!r}")
+    for k, (low, high) in enumerate(pairs):
+        if not low <= high:
+            raise ValueError(f"FakeData: domain {k} has low {low} > high {high}")
+    return pairs

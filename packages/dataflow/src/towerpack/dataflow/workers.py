@@ -46,6 +46,7 @@ from .process import (
     stop_processes,
     worker_prologue,
 )
+from .stall import StallWatch, stall_warning_after
 from .wire import DEFAULT_LIMITS, WireLimits, decode_message, set_receive_limit
 
 __all__ = [
@@ -209,6 +210,16 @@ class WorkerGroup:
         p.join(0.1)
         return p.exitcode
 
+    def describe(self) -> str:
+        """The workers and whether they are alive: ``"2 worker processes (pids 11, 12), all alive"``."""
+        n = len(self.procs)
+        what = f"{n} worker process{'es' if n != 1 else ''} (pid{'s' if n != 1 else ''} "
+        what += ", ".join(str(p.pid) for p in self.procs) + ")"
+        gone = [(i, p) for i, p in enumerate(self.procs) if p.pid is not None and p.exitcode is not None]
+        if not gone:
+            return f"{what}, all alive"
+        return f"{what}: " + "; ".join(f"worker {i} {describe_exit(p.exitcode)}" for i, p in gone)
+
     def died_error(self, index: int) -> DataFlowWorkerError:
         p = self.procs[index]
         return DataFlowWorkerError(
@@ -268,16 +279,22 @@ class WorkerGroupOwner:
     :meth:`_open_inbox`, makes the sockets of its own with :meth:`_socket`, and ends with
     :meth:`_start_workers`; its ``__iter__`` runs in :meth:`_iterating`. Its users get the workers'
     pids, ``close`` (which also runs when the dataflow is garbage-collected) and the context manager.
+    Waiting for the workers in the inbox is watched: a long wait for a datapoint logs a warning
+    (:mod:`towerpack.dataflow.stall`).
     """
 
     _group: WorkerGroup | None = None
     _finalizer: weakref.finalize | None = None
 
-    def _configure_workers(self, start_method: str | None, allow_pickle: bool, limits: WireLimits) -> None:
+    def _configure_workers(
+        self, start_method: str | None, allow_pickle: bool, limits: WireLimits, stall_warning: float | None
+    ) -> None:
         check_start_method(start_method)
         self.start_method = start_method
         self.allow_pickle = allow_pickle
         self.limits = limits
+        #: Seconds waited for a datapoint before a warning (see :mod:`towerpack.dataflow.stall`).
+        self.stall_warning = stall_warning_after(stall_warning, f"{type(self).__name__}: stall_warning")
         self._guard = DataFlowReentrantGuard()
 
     def _open_inbox(self, count: int, hwm: int, name: str) -> Inbox:
@@ -286,7 +303,9 @@ class WorkerGroupOwner:
             raise RuntimeError(f"{type(self).__name__}.reset_state() was already called; create a new one")
         ctx = zmq.Context()
         try:
-            inbox = Inbox(ctx, count, hwm, name, self.allow_pickle, self.limits)
+            inbox = Inbox(
+                ctx, count, hwm, name, self.allow_pickle, self.limits, type(self).__name__, self.stall_warning
+            )
         except BaseException:
             ctx.destroy(linger=0)
             raise
@@ -314,6 +333,7 @@ class WorkerGroupOwner:
         if self._group is None:
             raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
         with self._guard:
+            self._inbox.stall.restart()  # the time the caller spent before this iteration is no wait
             yield
 
     @property
@@ -337,7 +357,8 @@ class Inbox:
     """The parent's receiving sockets of a worker group: one per worker, or one that all share.
 
     :meth:`recv` takes the next message from the sockets it is asked to read, in turn, and
-    raises :class:`DataFlowWorkerError` when a worker reported an error or died.
+    raises :class:`DataFlowWorkerError` when a worker reported an error or died. Its
+    :class:`StallWatch` times the waits for datapoints.
     """
 
     def __init__(
@@ -348,8 +369,11 @@ class Inbox:
         name: str,
         allow_pickle: bool = False,
         limits: WireLimits = DEFAULT_LIMITS,
+        owner: str | None = None,
+        stall_warning: float | None = None,
     ) -> None:
         self.group: WorkerGroup | None = None  # the workers that send here, set once they exist
+        self.stall = StallWatch(owner or name, self.describe_workers, stall_warning_after(stall_warning))
         self.allow_pickle = allow_pickle
         self.limits = limits
         self.socks: list[zmq.Socket] = []
@@ -374,11 +398,19 @@ class Inbox:
     def _decode(self, index: int, frames: list) -> tuple[int, Any]:
         return index, raise_if_error(decode_message(frames, self.allow_pickle, self.limits), self.group.name)
 
+    def describe_workers(self) -> str:
+        return self.group.describe() if self.group is not None else "workers (not started)"
+
     def _sock_of(self, worker: int) -> zmq.Socket:
         return self.socks[0] if len(self.socks) == 1 else self.socks[worker]
 
     def recv(self, active: Sequence[int] | None = None) -> tuple[int, Any]:
         """``(socket index, message)`` of the next message on the ``active`` sockets (default: all)."""
+        index, msg = self._next(active)
+        self.stall.got(msg)
+        return index, msg
+
+    def _next(self, active: Sequence[int] | None) -> tuple[int, Any]:
         group = self.group
         if group.stopped:
             raise DataFlowTerminated(f"{group.name} was closed")
@@ -398,8 +430,9 @@ class Inbox:
             self._turn = (self._turn + k + 1) % n
             return self._decode(i, frames)
         poller, by_sock = self._poller(tuple(active))
+        self.stall.waiting()
         while True:
-            events = dict(poller.poll())
+            events = dict(poller.poll(self.stall.timeout_ms()))
             for sock, i in by_sock.items():
                 if events.get(sock):
                     return self._decode(i, sock.recv_multipart(copy=False))
@@ -407,6 +440,8 @@ class Inbox:
                 if fd in group.sentinels:
                     dead = group.sentinels[fd]
                     raise worker_died(self._sock_of(dead), group, dead, self.allow_pickle)
+            if not events:
+                self.stall.check()
 
     def _poller(self, active: tuple[int, ...]) -> tuple[zmq.Poller, dict]:
         """A poller over the ``active`` sockets and every worker's sentinel (made once per set)."""
