@@ -28,7 +28,7 @@ $(VENV)/.tools-stamp:
 $(DEPS_STAMP): constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(VENV)/.tools-stamp
 	$(PIP) uninstall --quiet --yes $(OTHER_TF) 2>/dev/null || true
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
-	    -e 'packages/dataflow[datasets]' -e 'packages/trainer[$(TF_EXTRA),plot,mlflow,shell]' -e packages/launcher
+	    -e 'packages/dataflow[datasets,viz]' -e 'packages/trainer[$(TF_EXTRA),plot,mlflow,shell]' -e packages/launcher
 # The [keras] extra: tf-keras requires the `tensorflow` distribution; with its dependencies pip
 # would put the CUDA `tensorflow` wheel over tensorflow-cpu, which already provides the module.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-keras
@@ -43,9 +43,28 @@ $(VENV)/.horovod-$(TF_EXTRA)-stamp: $(DEPS_STAMP) scripts/build_horovod.sh
 system-deps:
 	@scripts/system_deps.sh
 
-test: setup system-deps
+# TensorFlow turns oneDNN on by default only on some x86 CPUs, and kernels differ with it: the
+# tests marked data_format run a second time with oneDNN switched the other way, so that a green
+# run does not depend on the CPU it got.
+ONEDNN_OTHER = $(PY) -c "from tensorflow.python.util import _pywrap_util_port as p; print(0 if p.IsMklEnabled() else 1)"
+
+# The reference's 0.11 wheel, for tests that run its bundled unit tests through `towerpack port`:
+# downloaded into the cache and checked, never installed or imported.
+REFERENCE_WHEEL := .cache/reference/tensorpack-0.11-py2.py3-none-any.whl
+REFERENCE_SHA256 := afcdaccf6e8e7d61c98970646d57b1c22372ddd712c462477a90f53e3994c4a1
+
+$(REFERENCE_WHEEL): | $(VENV)/.tools-stamp
+	$(PIP) download --quiet --no-deps --only-binary=:all: --dest $(@D) tensorpack==0.11
+	echo "$(REFERENCE_SHA256)  $@" | sha256sum --check --quiet || { rm -f $@; exit 1; }
+
+test: setup system-deps $(REFERENCE_WHEEL)
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$rc
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; \
+	other=$$(TF_CPP_MIN_LOG_LEVEL=3 $(ONEDNN_OTHER) 2>/dev/null) || exit 1; \
+	echo "make test: the data_format tests again, with TF_ENABLE_ONEDNN_OPTS=$$other"; \
+	TF_ENABLE_ONEDNN_OPTS=$$other $(PY) -m pytest -q -m data_format $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The digits demo: one process per GPU where `nvidia-smi -L` lists GPUs, else 2 CPU processes.
 DEMO_ARGS ?=

@@ -46,3 +46,20 @@ def horovod_required():
     if os.environ.get("CI"):
         pytest.fail(msg, pytrace=False)
     pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def reference_wheel():
+    """The reference's (tensorpack 0.11) wheel that `make test` puts in .cache/reference/, read as data.
+    Missing: a failure in CI, a skip elsewhere."""
+    from pathlib import Path
+
+    path = (
+        Path(__file__).resolve().parents[1] / ".cache" / "reference" / "tensorpack-0.11-py2.py3-none-any.whl"
+    )
+    if path.is_file():
+        return path
+    msg = f"the reference wheel is missing: {path} (`make test` downloads it)"
+    if os.environ.get("CI"):
+        pytest.fail(msg, pytrace=False)
+    pytest.skip(msg)

@@ -1,22 +1,21 @@
-"""The reference's image data pipelines run with only their imports changed, on real files in the
-original formats and in real worker processes.
+"""Image data pipelines written as a tensorpack user writes them deliver what training relies on, from
+real files in the original on-disk formats and through real worker processes.
 
-The reference code (cifar-convnet's ``get_data``, imagenet_utils' ``fbresnet_augmentor`` and
-``get_imagenet_dataflow``, FasterRCNN's ``CustomResize``, box helpers and training augmentation)
-lives in :mod:`support.reference_image_code`, copied byte for byte. The data are small datasets
-written by :mod:`support.image_datasets` in the exact on-disk formats the readers expect, under
-``$TENSORPACK_DATASET`` as the reference's default paths need.
+The pipelines (CIFAR ``get_cifar_data``, ImageNet ``get_imagenet_dataflow``, a detection mapper with
+a transform-based resize, and that mapper in the older augmentor API) are ours, written in the
+reference's style in :mod:`support.reference_style_image_code`. The data are small datasets written by
+:mod:`support.image_datasets` in the exact on-disk formats the readers expect, under
+``$TENSORPACK_DATASET`` as the readers' default paths need. The checks: every image once per epoch
+in a new order, the validation list in order and preprocessed as defined, boxes moving with the image.
 """
 
 from __future__ import annotations
-
-import types
 
 import cv2
 import numpy as np
 import pytest
 
-from support import reference_image_code as ref
+from support import reference_style_image_code as user
 from support.image_datasets import synthetic_photo, write_cifar, write_ilsvrc12
 from towerpack.dataflow import (
     AugmentImageCoordinates,
@@ -28,13 +27,14 @@ from towerpack.dataflow import (
 
 pytestmark = pytest.mark.slow
 
-#: cifar-convnet's training flow batches 128 per worker (remainder dropped) in 5 workers: with
-#: 5 * 128 training images every worker makes one full batch and an epoch holds every image once.
-CIFAR_TRAIN = 5 * 128
-CIFAR_TEST = 300  # 128 + 128 + a remainder batch of 44
+#: The training flow batches per worker (remainder dropped): with two full batches per worker an
+#: epoch holds every image once.
+CIFAR_TRAIN = 2 * user.CIFAR_WORKERS * user.CIFAR_BATCH
+CIFAR_TEST = 2 * user.CIFAR_BATCH + 20  # two batches and a remainder batch
+CROP = user.CIFAR_CROP
 
 
-# ---- CIFAR: examples/basics/cifar-convnet.py ----------------------------------------------------
+# ---- CIFAR ---------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -96,37 +96,39 @@ def _identify(outputs: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("classnum", [10, 100])
-def test_cifar_convnet_get_data(dataset_root, classnum):
+def test_cifar_get_data_gives_every_image_once_per_epoch(dataset_root, classnum):
     written = _write_cifar(dataset_root, classnum)
+    batch = user.CIFAR_BATCH
 
     # The test split: in order, centre-cropped, normalised, with the remainder batch.
-    test = ref.get_data("test", classnum)
+    test = user.get_cifar_data("test", classnum)
     test.reset_state()
     batches = list(test)
-    assert [len(b[1]) for b in batches] == [128, 128, CIFAR_TEST - 256]
+    assert [len(b[1]) for b in batches] == [batch, batch, CIFAR_TEST - 2 * batch]
     images = np.concatenate([b[0] for b in batches])
     labels = np.concatenate([b[1] for b in batches])
-    assert images.dtype == np.float32 and images.shape == (CIFAR_TEST, 30, 30, 3)
+    assert images.dtype == np.float32 and images.shape == (CIFAR_TEST, CROP, CROP, 3)
     assert np.issubdtype(labels.dtype, np.integer)
     np.testing.assert_array_equal(labels, written.labels["test"])
-    expected = _normalized(written.images["test"][:, 1:31, 1:31])
+    margin = (32 - CROP) // 2
+    expected = _normalized(written.images["test"][:, margin : margin + CROP, margin : margin + CROP])
     np.testing.assert_allclose(images, expected, atol=2e-5)
 
-    # The training split through MultiProcessRunnerZMQ(ds, 5): every image once per epoch.
-    train = ref.get_data("train", classnum)
-    assert isinstance(train, MultiProcessRunnerZMQ) and train.num_proc == 5
+    # The training split through MultiProcessRunnerZMQ: every image once per epoch.
+    train = user.get_cifar_data("train", classnum)
+    assert isinstance(train, MultiProcessRunnerZMQ) and train.num_proc == user.CIFAR_WORKERS
     train.reset_state()
     try:
-        candidates = _crop_candidates(written.images["train"], 30)
+        candidates = _crop_candidates(written.images["train"], CROP)
         orders = []
         for _ in range(2):
             batches = list(train)
-            assert len(batches) == CIFAR_TRAIN // 128
+            assert len(batches) == CIFAR_TRAIN // batch
             for img, label in batches:
-                assert img.shape == (128, 30, 30, 3) and img.dtype == np.float32
+                assert img.shape == (batch, CROP, CROP, 3) and img.dtype == np.float32
                 assert np.issubdtype(label.dtype, np.integer)
                 assert label.min() >= 0 and label.max() < classnum
-                flat = img.reshape(128, -1).astype(np.float64)
+                flat = img.reshape(batch, -1).astype(np.float64)
                 np.testing.assert_allclose(flat.mean(axis=1), 0, atol=1e-4)
                 np.testing.assert_allclose(flat.std(axis=1), 1, atol=1e-3)
             images = np.concatenate([b[0] for b in batches])
@@ -143,7 +145,7 @@ def test_cifar_convnet_get_data(dataset_root, classnum):
         train.close()
 
 
-# ---- ImageNet: examples/ImageNetModels/imagenet_utils.py ----------------------------------------
+# ---- ImageNet ------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -167,7 +169,8 @@ def ilsvrc(dataset_root, tmp_path):
 
 @pytest.mark.timeout(30)
 def test_imagenet_train_dataflow_gives_every_image_once_per_epoch(ilsvrc):
-    ds = ref.get_imagenet_dataflow(ilsvrc.root, "train", 4, parallel=2)
+    size = user.IMAGENET_SIZE
+    ds = user.get_imagenet_dataflow(ilsvrc.root, "train", 4, parallel=2)
     ds.reset_state()
     try:
         epochs = []
@@ -175,7 +178,7 @@ def test_imagenet_train_dataflow_gives_every_image_once_per_epoch(ilsvrc):
             batches = list(ds)
             assert len(batches) == 3
             for img, label in batches:
-                assert img.shape == (4, 224, 224, 3) and img.dtype == np.uint8
+                assert img.shape == (4, size, size, 3) and img.dtype == np.uint8
                 assert label.shape == (4,) and np.issubdtype(label.dtype, np.integer)
                 assert img.std() > 5, "augmented images are (nearly) constant"
             labels = np.concatenate([b[1] for b in batches]).tolist()
@@ -186,20 +189,21 @@ def test_imagenet_train_dataflow_gives_every_image_once_per_epoch(ilsvrc):
         ds.ds.close()
 
 
-def _fbresnet_val(path: str) -> np.ndarray:
-    """fbresnet's validation preprocessing of one file, computed here from its definition."""
+def _expected_val_image(path: str) -> np.ndarray:
+    """The validation preprocessing of one file, computed here from its definition."""
     im = cv2.imread(path, cv2.IMREAD_COLOR)
     h, w = im.shape[:2]
-    scale = 256 / min(h, w)
-    nh, nw = (256, int(scale * w + 0.5)) if h < w else (int(scale * h + 0.5), 256)
-    im = cv2.resize(im, (nw, nh), interpolation=cv2.INTER_CUBIC)
-    y0, x0 = (nh - 224) // 2, (nw - 224) // 2
-    return im[y0 : y0 + 224, x0 : x0 + 224]
+    short, size = user.IMAGENET_VAL_SHORT_EDGE, user.IMAGENET_SIZE
+    scale = short / min(h, w)
+    nh, nw = (short, int(scale * w + 0.5)) if h < w else (int(scale * h + 0.5), short)
+    im = cv2.resize(im, (nw, nh), interpolation=cv2.INTER_AREA)
+    y0, x0 = (nh - size) // 2, (nw - size) // 2
+    return im[y0 : y0 + size, x0 : x0 + size]
 
 
 @pytest.mark.timeout(30)
 def test_imagenet_val_dataflow_is_the_val_list_in_order(ilsvrc):
-    ds = ref.get_imagenet_dataflow(ilsvrc.root, "val", 4, parallel=2)
+    ds = user.get_imagenet_dataflow(ilsvrc.root, "val", 4, parallel=2)
     ds.reset_state()
     try:
         batches = list(ds)
@@ -208,13 +212,14 @@ def test_imagenet_val_dataflow_is_the_val_list_in_order(ilsvrc):
     assert [len(b[1]) for b in batches] == [4, 4, 2]
     images = np.concatenate([b[0] for b in batches])
     labels = np.concatenate([b[1] for b in batches])
-    assert images.shape == (10, 224, 224, 3) and images.dtype == np.uint8
+    size = user.IMAGENET_SIZE
+    assert images.shape == (10, size, size, 3) and images.dtype == np.uint8
     assert labels.tolist() == [label for _, label in ilsvrc.files["val"]]
     for got, (path, _) in zip(images, ilsvrc.files["val"], strict=True):
-        np.testing.assert_array_equal(got, _fbresnet_val(path))
+        np.testing.assert_array_equal(got, _expected_val_image(path))
 
 
-# ---- Detection: examples/FasterRCNN (CustomResize + Flip on boxes) ------------------------------
+# ---- Detection: a resize and a flip move the boxes with the image ---------------------------------
 
 #: Pure BGR colours of the drawn objects; the background is a dim grey gradient.
 _COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
@@ -274,32 +279,24 @@ def detection_images(tmp_path):
     return out
 
 
-def _cfg(short_edge: int, max_size: int) -> types.SimpleNamespace:
-    """The parts of FasterRCNN's config that the training mapper reads."""
-    return types.SimpleNamespace(
-        PREPROC=types.SimpleNamespace(TRAIN_SHORT_EDGE_SIZE=short_edge, MAX_SIZE=max_size),
-        DATA=types.SimpleNamespace(ABSOLUTE_COORD=True),
-    )
-
-
 @pytest.mark.timeout(30)
-def test_fasterrcnn_training_mapper_moves_boxes_with_the_image(detection_images):
-    # Short edge 240 with at most 320 on the long edge: 200x480 images hit the cap.
-    preprocess = ref.TrainingDataPreprocessor(_cfg([200, 240], 320))
+def test_detection_mapper_moves_boxes_with_the_image(detection_images):
+    # Short edge 200-240 with at most 320 on the long edge: 200x480 images hit the cap.
+    preprocess = user.DetectionTrainMapper((200, 240), 320)
     flipped = 0
-    for roidb in detection_images:
-        im, boxes = preprocess(roidb)
-        h, w = cv2.imread(roidb["file_name"]).shape[:2]
+    for record in detection_images:
+        im, boxes = preprocess(record)
+        h, w = cv2.imread(record["file_name"]).shape[:2]
         assert im.dtype == np.float32 and boxes.dtype == np.float32
         assert 200 <= min(im.shape[:2]) <= 240 or max(im.shape[:2]) == 320
         assert max(im.shape[:2]) <= 320
         assert abs(im.shape[1] / im.shape[0] - w / h) < 0.02
         _assert_boxes_enclose_objects(im, boxes)
         scale = im.shape[1] / w
-        flipped += bool(abs(boxes[0, 0] - roidb["boxes"][0, 0] * scale) > 2)
+        flipped += bool(abs(boxes[0, 0] - record["boxes"][0, 0] * scale) > 2)
     assert 0 < flipped < len(detection_images), f"{flipped} of {len(detection_images)} flipped"
 
-    # As FasterRCNN's get_train_dataflow runs it: the mapper in worker processes.
+    # The mapper in worker processes, as a detection training dataflow runs it.
     ds = MultiProcessMapData(DataFromList(detection_images, shuffle=False), 2, preprocess, buffer_size=8)
     ds.reset_state()
     try:
@@ -312,12 +309,12 @@ def test_fasterrcnn_training_mapper_moves_boxes_with_the_image(detection_images)
 
 
 @pytest.mark.timeout(30)
-def test_fasterrcnn_augmentors_through_augment_image_coordinates(detection_images):
+def test_detection_augmentors_through_augment_image_coordinates(detection_images):
     points = [
-        [cv2.imread(d["file_name"], cv2.IMREAD_COLOR), ref.box_to_point4(d["boxes"]), i]
+        [cv2.imread(d["file_name"], cv2.IMREAD_COLOR), user.box_corners(d["boxes"]), i]
         for i, d in enumerate(detection_images)
     ]
-    augmentors = [ref.CustomResize(240, 320), imgaug.Flip(horiz=True)]
+    augmentors = [user.ShortEdgeResize(240, 320), imgaug.Flip(horiz=True)]
     ds = AugmentImageCoordinates(DataFromList(points, shuffle=False), augmentors, img_index=0, coords_index=1)
     ds = MultiProcessRunnerZMQ(ds, 2)
     ds.reset_state()
@@ -330,17 +327,19 @@ def test_fasterrcnn_augmentors_through_augment_image_coordinates(detection_image
         h, w = points[int(i)][0].shape[:2]
         assert img.dtype == np.uint8 and coords.shape == (12, 2)
         assert max(img.shape[:2]) <= 320 and abs(img.shape[1] / img.shape[0] - w / h) < 0.02
-        _assert_boxes_enclose_objects(img, ref.point4_to_box(coords))
+        _assert_boxes_enclose_objects(img, user.enclosing_boxes(coords))
 
 
 @pytest.mark.timeout(30)
-def test_legacy_fasterrcnn_augmentation_moves_boxes_with_the_image(detection_images):
-    # The older FasterRCNN code: a TransformAugmentorBase subclass, augment_return_params and
-    # augment_coords, with the box helpers under their old names box_to_point8 / point8_to_box.
-    legacy = ref.load_legacy_fasterrcnn()
-    cfg = types.SimpleNamespace(PREPROC=types.SimpleNamespace(SHORT_EDGE_SIZE=240, MAX_SIZE=320))
-    preprocess = legacy["get_train_preprocess"](cfg)
-    for roidb in detection_images:
-        im, boxes = preprocess(roidb)
+def test_older_augmentor_api_moves_boxes_with_the_image(detection_images):
+    # _get_augment_params returning a transform, augment_return_params and augment_coords.
+    preprocess = user.legacy_detection_train_mapper(240, 320)
+    flipped = 0
+    for record in detection_images:
+        im, boxes = preprocess(record)
         assert im.dtype == np.float32 and max(im.shape[:2]) <= 320
+        assert min(im.shape[:2]) == 240 or max(im.shape[:2]) == 320
         _assert_boxes_enclose_objects(im, boxes)
+        scale = im.shape[1] / cv2.imread(record["file_name"]).shape[1]
+        flipped += bool(abs(boxes[0, 0] - record["boxes"][0, 0] * scale) > 2)
+    assert 0 < flipped < len(detection_images), f"{flipped} of {len(detection_images)} flipped"

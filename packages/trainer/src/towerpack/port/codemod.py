@@ -1,0 +1,65 @@
+"""Ports one module's source: the tensorpack and TensorFlow import rewrites, then what the result
+still needs from a person (names with no home, GPU-only assertions) and the TensorFlow names it uses
+(checked for the whole run at once, see tf_api.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from . import tensorflow_imports, tensorpack_imports
+from .findings import Finding
+from .gpu_asserts import gpu_asserts
+from .reference_paths import absolutize, reference_package, rewrite_path_strings
+from .tf_names import TFUse, tf_uses
+
+# A module that mentions none of these uses no TensorFlow name (the analysis is skipped).
+_TF_MODULES = ("tensorflow", "tf_keras", "towerpack.trainer.compat")
+
+
+@dataclass(frozen=True)
+class Ported:
+    """A module after the port: its text (bytes, in the file's own encoding), the findings its code
+    gives on its own, and the TensorFlow names it uses. Lines are those of the ported text."""
+
+    original: bytes
+    source: bytes
+    encoding: str
+    findings: list[Finding]
+    tf_uses: list[TFUse]
+
+    @property
+    def changed(self) -> bool:
+        return self.source != self.original
+
+    def text(self, which: bytes) -> str:
+        return which.decode(self.encoding)
+
+
+def port_source(code: str | bytes, path: str = "<source>") -> Ported:
+    """Port ``code`` (the file at ``path``: inside a ``tensorpack`` package tree, its relative imports
+    name reference modules); raises libcst.ParserSyntaxError when it does not parse."""
+    original = code.encode("utf-8") if isinstance(code, str) else code
+    module = cst.parse_module(original)
+    package = reference_package(path)
+    if package is not None:
+        module = absolutize(module, package)
+    no_home_uses: dict[str, str] = {}
+    if "tensorpack" in module.code:
+        module, no_home_uses = tensorpack_imports.rewrite(module)
+        module = rewrite_path_strings(module)
+    if b"tensorflow" in original:
+        module = tensorflow_imports.rewrite(module)
+    code = module.code
+    wrapper = MetadataWrapper(module)
+    findings = tensorpack_imports.leftovers(wrapper, path, no_home_uses) if "tensorpack" in code else []
+    findings += gpu_asserts(code, path)
+    uses = tf_uses(wrapper) if any(m in code for m in _TF_MODULES) else []
+    return Ported(original, module.bytes, module.encoding, findings, uses)
+
+
+def port_text(code: str) -> str:
+    """The ported text of ``code`` (a convenience for tests and the documentation's examples)."""
+    return port_source(code).source.decode("utf-8")

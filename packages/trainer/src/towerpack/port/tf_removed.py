@@ -1,0 +1,89 @@
+"""What TensorFlow 2.21 no longer has of the TensorFlow 1 API, and what to use instead, as data.
+
+Paths are relative to the TensorFlow API (``contrib.slim`` for ``tf.contrib.slim``). The report picks
+the entry with the longest matching prefix. These hold without importing TensorFlow; everything
+else is checked against the installed TensorFlow (tf_api.py).
+"""
+
+from __future__ import annotations
+
+_NO_CONTRIB = "tf.contrib is gone from TensorFlow 2 (there is no tf.compat.v1.contrib)"
+_LEGACY_KERAS = (
+    "needs Keras 2 in TensorFlow 2.21, and tf-keras is not installed here: install it "
+    "(pip install --no-deps 'tf-keras==2.21.*'); towerpack.trainer then turns on TF_USE_LEGACY_KERAS"
+)
+
+# tf.contrib.<path>: a maintained replacement where one exists.
+CONTRIB: dict[str, str] = {
+    "contrib": "no maintained replacement is known for this module",
+    "contrib.slim": "use tf_slim (pip install tf-slim; import tf_slim as slim)",
+    "contrib.slim.nets": "use tf_slim.nets (pip install tf-slim)",
+    "contrib.layers": "most of it is in tf_slim.layers (pip install tf-slim); towerpack's layers "
+    "(towerpack.trainer.models: Conv2D, FullyConnected, BatchNorm, ...) replace the common ones",
+    "contrib.framework": "arg_scope and the variable helpers are in tf_slim (pip install tf-slim); "
+    "towerpack has argscope (towerpack.trainer.models); nest is tf.nest",
+    "contrib.rnn": "the core cells (LSTMCell, GRUCell, MultiRNNCell, DropoutWrapper, ...) are in "
+    f"tf.compat.v1.nn.rnn_cell, which {_LEGACY_KERAS}; the other contrib cells have no maintained "
+    "replacement",
+    "contrib.eager": "eager execution is part of TensorFlow 2 itself (tfe.defun is tf.function), but "
+    "towerpack trains in graph mode",
+    "contrib.memory_stats": "towerpack.trainer.callbacks.GPUMemoryTracker reports peak GPU memory "
+    "(tf.config.experimental.get_memory_info reads it)",
+    "contrib.nccl": "towerpack's multi-GPU trainers and towerpack.trainer.graph_builder.allreduce_grads "
+    "do the all-reduce",
+    "contrib.distributions": "use TensorFlow Probability (pip install tensorflow-probability; "
+    "tfp.distributions)",
+    "contrib.data": "use tf.data and tf.data.experimental",
+    "contrib.summary": "use tf.compat.v1.summary",
+    "contrib.tpu": "use tf.compat.v1.tpu",
+    "contrib.metrics": "use tf.compat.v1.metrics",
+    "contrib.losses": "use tf.compat.v1.losses",
+    "contrib.lookup": "use tf.compat.v1.lookup",
+    "contrib.util": "use tf.compat.v1.make_ndarray and tf.compat.v1.make_tensor_proto",
+    "contrib.staging": "towerpack.trainer.input_source.StagingInput stages inputs on the device",
+    "contrib.predictor": "use towerpack.trainer.predict (OfflinePredictor)",
+    "contrib.learn": "tf.estimator and tf.contrib.learn were removed in TensorFlow 2.16: train with "
+    "towerpack's trainers",
+    "contrib.estimator": "tf.estimator was removed in TensorFlow 2.16: train with towerpack's trainers",
+    "contrib.image": "no maintained replacement: tf.image and tf.raw_ops.ImageProjectiveTransformV3 "
+    "cover resizing and projective transforms",
+    "contrib.seq2seq": "no maintained replacement (TensorFlow Addons, which took it over, has ended)",
+    "contrib.crf": "no maintained replacement (TensorFlow Addons, which took it over, has ended)",
+}
+
+# Other TF 1 API paths with a fixed answer (the same in tf and tf.compat.v1).
+GONE: dict[str, str] = {
+    "estimator": "tf.estimator was removed in TensorFlow 2.16, also from tf.compat.v1: train with "
+    "towerpack's trainers",
+    "keras": "tf.keras is Keras 3 in TensorFlow 2.21, which has no graph mode: install tf-keras "
+    "(pip install --no-deps 'tf-keras==2.21.*'; towerpack.trainer then makes tf.keras Keras 2)",
+}
+
+# tf.compat.v1 paths that only exist with tf-keras (Keras 2) in TensorFlow 2.21.
+LEGACY_KERAS = ("layers", "nn.rnn_cell")
+LEGACY_KERAS_ADVICE = _LEGACY_KERAS
+LAYERS_ADVICE = "or use towerpack's layers (towerpack.trainer.models: Conv2D, FullyConnected, ...)"
+
+
+def _longest(table: dict[str, str], path: str) -> str | None:
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        found = table.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def contrib_advice(path: str) -> str | None:
+    """For a ``contrib...`` path: why it is gone and what to use instead."""
+    if path != "contrib" and not path.startswith("contrib."):
+        return None
+    return f"{_NO_CONTRIB}; {_longest(CONTRIB, path)}"
+
+
+def gone_advice(path: str) -> str | None:
+    return _longest(GONE, path)
+
+
+def needs_legacy_keras(path: str) -> bool:
+    return any(path == p or path.startswith(p + ".") for p in LEGACY_KERAS)
