@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A tiny GAN on 2-D points, trained by the two custom GAN trainers written below.
+"""A tiny GAN on 2-D points, trained in seconds by the two GAN trainers of ``gan_base.py``:
 
     python examples/gan/gan.py                      # GANTrainer: one train_op, D then G
     python examples/gan/gan.py --separate --d-period 2   # SeparateGANTrainer: own run_step
@@ -7,7 +7,8 @@
 The real data are points from a 2-D Gaussian centred at (2, -1); the generator maps noise to
 points and has learned when its samples' mean and spread match the data's. Neither trainer is a
 SingleCostTrainer: each builds its graph in ``__init__`` and says what one step is, either by
-setting ``train_op`` (GANTrainer) or by overriding ``run_step`` (SeparateGANTrainer).
+setting ``train_op`` (GANTrainer) or by overriding ``run_step`` (SeparateGANTrainer). The image
+GANs of this folder (dcgan.py, wgan_gp.py) use the same trainers.
 """
 
 from __future__ import annotations
@@ -17,19 +18,10 @@ import os
 import sys
 
 import numpy as np
+from gan_base import GANModelDesc, GANTrainer, SeparateGANTrainer
 
 from towerpack.dataflow import BatchData, DataFromGenerator
-from towerpack.trainer import (
-    Callback,
-    ModelDesc,
-    ModelSaver,
-    QueueInput,
-    TowerContext,
-    TowerFunc,
-    TowerTrainer,
-    add_moving_summary,
-    logger,
-)
+from towerpack.trainer import Callback, ModelSaver, QueueInput, add_moving_summary, logger
 from towerpack.trainer.compat import tf, tfv1
 
 REAL_MEAN = np.array([2.0, -1.0], np.float32)
@@ -46,28 +38,6 @@ def real_points(batch_size: int):
             yield [(REAL_MEAN + REAL_STD * rng.randn(2)).astype(np.float32)]
 
     return BatchData(DataFromGenerator(gen), batch_size)
-
-
-class GANModelDesc(ModelDesc):
-    """A model with two losses, ``g_loss`` and ``d_loss``, and the variables of each network."""
-
-    def collect_variables(self, g_scope: str = "gen", d_scope: str = "discrim") -> None:
-        self.g_vars = tfv1.get_collection(tfv1.GraphKeys.TRAINABLE_VARIABLES, g_scope)
-        self.d_vars = tfv1.get_collection(tfv1.GraphKeys.TRAINABLE_VARIABLES, d_scope)
-        if not self.g_vars or not self.d_vars:
-            raise ValueError(f"no trainable variables under {g_scope!r} or {d_scope!r}")
-
-    def build_losses(self, logits_real, logits_fake) -> None:
-        """The standard (non-saturating) GAN losses, as ``self.d_loss`` and ``self.g_loss``."""
-        with tf.name_scope("GAN_loss"):
-            xent = tf.nn.sigmoid_cross_entropy_with_logits
-            d_real = tf.reduce_mean(xent(logits=logits_real, labels=tf.ones_like(logits_real)))
-            d_fake = tf.reduce_mean(xent(logits=logits_fake, labels=tf.zeros_like(logits_fake)))
-            self.d_loss = tf.add(d_real, d_fake, name="d_loss")
-            self.g_loss = tf.reduce_mean(
-                xent(logits=logits_fake, labels=tf.ones_like(logits_fake)), name="g_loss"
-            )
-            add_moving_summary(self.d_loss, self.g_loss)
 
 
 def dense(name, x, out, act=None):
@@ -101,51 +71,6 @@ class Gaussian2DGAN(GANModelDesc):
 
     def optimizer(self):
         return tfv1.train.AdamOptimizer(2e-3, beta1=0.5)
-
-
-class GANTrainer(TowerTrainer):
-    """One step = one D update, then one G update, in a single ``train_op``."""
-
-    def __init__(self, input, model: GANModelDesc):
-        super().__init__()
-        signature = model.get_input_signature()
-        self.register_callback(input.setup(signature))  # the input's own callbacks (queue feeding)
-        self.tower_func = TowerFunc(model.build_graph, signature)
-        with TowerContext("", is_training=True):
-            self.tower_func(*input.get_input_tensors())
-        opt = model.get_optimizer()
-        with tf.name_scope("optimize"):
-            d_min = opt.minimize(model.d_loss, var_list=model.d_vars, name="d_op")
-            with tf.control_dependencies([d_min]):
-                self.train_op = opt.minimize(model.g_loss, var_list=model.g_vars, name="g_op")
-
-
-class SeparateGANTrainer(TowerTrainer):
-    """D and G get separate ops; ``run_step`` runs D every ``d_period`` and G every ``g_period`` steps."""
-
-    def __init__(self, input, model: GANModelDesc, d_period: int = 1, g_period: int = 1):
-        super().__init__()
-        if min(d_period, g_period) < 1:
-            raise ValueError("d_period and g_period must be >= 1")
-        self._d_period, self._g_period = int(d_period), int(g_period)
-        signature = model.get_input_signature()
-        self.register_callback(input.setup(signature))
-        self.tower_func = TowerFunc(model.build_graph, signature)
-        with TowerContext("", is_training=True):
-            self.tower_func(*input.get_input_tensors())
-        opt = model.get_optimizer()
-        with tf.name_scope("optimize"):
-            self.d_min = opt.minimize(model.d_loss, var_list=model.d_vars, name="d_min")
-            self.g_min = opt.minimize(model.g_loss, var_list=model.g_vars, name="g_min")
-
-    def run_step(self):
-        # Periods count training steps, not global steps (each hooked run below is a global step).
-        step = (self.epoch_num - 1) * self.steps_per_epoch + self.local_step
-        # The hooked session: callbacks (step counter, summaries) see every run.
-        if step % self._d_period == 0:
-            self.hooked_sess.run(self.d_min)
-        if step % self._g_period == 0:
-            self.hooked_sess.run(self.g_min)
 
 
 class SampleGenerator(Callback):
