@@ -196,3 +196,62 @@ def _test_paths() -> str:
     """This file's directory (the model) and tests/ (its support imports), for a subprocess."""
     here = Path(__file__).resolve().parent
     return os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])
+
+
+# A model that calls TensorFlow's NCHW ops itself (as the reference's ShuffleNet does), trained and
+# then used by a predictor; argv: "train" or "predict".
+DIRECT_NCHW = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from towerpack.trainer import (ModelDesc, OfflinePredictor, PredictConfig, SimpleTrainer,
+                                   TrainConfig, launch_train_with_config)
+    from towerpack.trainer.compat import tf, tfv1
+
+    class DepthwiseNet(ModelDesc):
+        def inputs(self):
+            return [tf.TensorSpec([None, 3, 8, 8], tf.float32, "x")]
+
+        def build_graph(self, x):
+            w = tfv1.get_variable("w", [3, 3, 3, 1])
+            y = tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME", data_format="NCHW")
+            return tf.reduce_mean(tf.square(y), name="cost")
+
+        def optimizer(self):
+            return tfv1.train.GradientDescentOptimizer(0.1)
+
+    class Points:
+        def __len__(self):
+            return 2
+        def __iter__(self):
+            for _ in range(2):
+                yield [np.ones((4, 3, 8, 8), np.float32)]
+        def reset_state(self):
+            pass
+
+    if sys.argv[1] == "train":
+        config = TrainConfig(model=DepthwiseNet(), dataflow=Points(), max_epoch=1, callbacks=[], monitors=[])
+        launch_train_with_config(config, SimpleTrainer())
+    else:
+        config = PredictConfig(model=DepthwiseNet(), input_names=["x"], output_names=["cost"])
+        predictor = OfflinePredictor(config)
+        print("predicted", predictor(np.ones((1, 3, 8, 8), np.float32))[0])
+    print("done")
+    """
+)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["train", "predict"])
+def test_direct_nchw_ops_on_a_cpu_without_onednn_are_named_before_the_session_runs(mode):
+    off = run_python(DIRECT_NCHW, mode, timeout=90, check=False, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert off.returncode != 0
+    assert "cpu_kernels.CpuLayoutError: the graph has channels_first" in off.stderr, off.stderr[-3000:]
+    assert "oneDNN, which has NCHW CPU kernels, is off here" in off.stderr
+    # The op, and the line of the model code that made it (line 14 of the script).
+    assert "DepthwiseConv2dNative 'depthwise', created at <string>:14" in off.stderr
+    assert "TF_ENABLE_ONEDNN_OPTS=1" in off.stderr
+    assert "Graph execution error" not in off.stderr  # stopped before any step ran
+    on = run_python(DIRECT_NCHW, mode, timeout=90, env={"TF_ENABLE_ONEDNN_OPTS": "1"})
+    assert on.stdout.strip().endswith("done")

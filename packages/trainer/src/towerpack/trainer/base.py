@@ -21,6 +21,7 @@ from .callbacks.steps import MaintainStepCounter
 from .choice import Choice
 from .compat import tf, tfv1
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, TrainConfig
+from .cpu_kernels import check_cpu_kernels
 from .hooked_session import HookedSession
 from .input_source.base import InputSource, InputSourceCallback
 from .resume_state import PositionKeeper, ResumeRecord, TrainerPosition, resume_step
@@ -217,6 +218,7 @@ class Trainer:
             raise TypeError(f"session_init must be a SessionInit, got {session_init!r}")
         session_init._setup_graph()
         self._before_session_creation()
+        check_cpu_kernels(tfv1.get_default_graph())
         logger.info("Creating the session ...")
         self.sess = session_creator.create_session()
         # Finalized before the MonitoredSession exists, so closing it does not un-finalize the graph.

@@ -8,6 +8,7 @@ the interface of predictors that queue requests and answer with futures.
 from __future__ import annotations
 
 from ..compat import tfv1
+from ..cpu_kernels import check_cpu_kernels
 from ..model_desc import build_placeholders
 from ..tower import PredictTowerContext, TowerFunc
 from .config import PredictConfig
@@ -103,6 +104,7 @@ def initialize_session(config: PredictConfig, session_creator=None):
     """A session from ``session_creator`` (default: the config's), initialized by the config's
     ``session_init`` (both phases)."""
     config.session_init._setup_graph()
+    check_cpu_kernels(tfv1.get_default_graph())
     sess = (session_creator or config.session_creator).create_session()
     config.session_init._run_init(sess)
     return sess
