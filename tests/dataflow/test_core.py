@@ -49,6 +49,16 @@ def test_proxy_forwards_everything():
     assert firsts(df) == [0, 1, 2]
 
 
+def test_reference_old_names_size_and_get_data():
+    # Reference-era scripts still call df.size() and df.get_data() (e.g. an evaluation loop).
+    df = BatchData(FakeData([[2]], size=6, random=False), 2)
+    df.reset_state()
+    assert df.size() == len(df) == 3
+    assert [dp[0].shape for dp in df.get_data()] == [(2, 2)] * 3
+    with pytest.raises(NotImplementedError):
+        DataFromGenerator(lambda: iter([[0]])).size()
+
+
 def test_rng_dataflow_reseeds_per_reset_and_honours_seed():
     class Draw(RNGDataFlow):
         def __iter__(self):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import gzip
+import itertools
 import os
 import pickle
 import shutil
@@ -91,6 +92,33 @@ def test_fashion_mnist_reads_the_same_format_with_its_label_names(tmp_path):
     assert [int(y) for _, y in ds] == written.labels["test"].tolist()
     names = ds.get_label_names()
     assert len(names) == 10 and names[0] == "T-shirt/top" and names[9] == "Ankle boot"
+
+
+class _SameDigitPairs(Mnist):
+    """A subclass in the reference's style: endless pairs of images of one digit, drawn with self.rng."""
+
+    def __iter__(self):
+        while True:
+            label = self.rng.randint(10)
+            (same,) = np.nonzero(self.labels == label)
+            if len(same):
+                i, j = self.rng.choice(same, size=2)
+                yield [self.images[i], self.images[j], label]
+
+
+def test_reader_subclasses_draw_from_their_own_rng_after_reset_state(data):
+    written = data["mnist"]
+    label_of = {
+        img.tobytes(): y for img, y in zip(written.images["train"], written.labels["train"], strict=True)
+    }
+    ds = _SameDigitPairs("train", dir=written.root)
+    streams = []
+    for _ in range(2):
+        ds.reset_state()
+        pairs = list(itertools.islice(ds, 20))
+        assert all(label_of[a.tobytes()] == label_of[b.tobytes()] == y for a, b, y in pairs)
+        streams.append([int(y) for *_, y in pairs])
+    assert streams[0] != streams[1]  # seeded anew by each reset_state, as an RNGDataFlow's
 
 
 def _rewrite_gz(path, payload):

@@ -1,5 +1,6 @@
 """The reference's remaining dataflows, with its documented behaviour (and its bugs fixed where said)."""
 
+import itertools
 import logging
 import queue
 
@@ -46,6 +47,29 @@ def test_batch_by_shape_groups_same_shapes_and_keeps_leftovers_across_epochs():
     assert [b[0].shape for b in first] == [(2, 1, 2), (2, 2, 2)] and first[0][1].tolist() == [0, 2]
     second = list(df)  # datapoint 4 (shape 1) waited from the first epoch
     assert [b[1].tolist() for b in second] == [[4, 0], [1, 3], [2, 4], [5, 5]]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(60)
+def test_batch_by_shape_pass_without_a_batch_is_progress_not_an_empty_dataflow():
+    # Three shapes, two per batch: a pass only fills the groups, the next one empties them. An
+    # edge-detection pipeline of randomly resized images does this on its first passes.
+    dps = [[np.zeros((s, 2)), s] for s in (1, 2, 3)]
+
+    def by_shape(items):
+        return BatchDataByShape(DataFromList(items, shuffle=False), 2, idx=0)
+
+    df = by_shape(dps)
+    df.reset_state()
+    assert [b[1].tolist() for b in itertools.islice(tdf.repeat_forever(df), 3)] == [[1, 1], [2, 2], [3, 3]]
+    with tdf.MultiProcessRunnerZMQ(by_shape(dps), 1) as runner:
+        runner.reset_state()
+        assert not runner.exact  # its epochs mix passes: the runner counts len datapoints
+        assert [b[1].tolist() for _ in range(3) for b in runner] == [[1, 1], [2, 2], [3, 3]]
+    empty = by_shape([])
+    empty.reset_state()
+    with pytest.raises(RuntimeError, match="produced no datapoints"):
+        next(tdf.repeat_forever(empty))
 
 
 def test_repeated_datapoint_select_component_and_cache():

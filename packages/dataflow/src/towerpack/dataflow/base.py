@@ -77,6 +77,15 @@ class DataFlow:
     def reset_state(self) -> None:
         """Prepare for iteration in the current process (open files, seed RNGs, start workers)."""
 
+    # The reference's older names of iter() and len(), still called by its scripts.
+    def get_data(self) -> Iterator[Any]:
+        """``iter(self)``."""
+        return iter(self)
+
+    def size(self) -> int:
+        """``len(self)``."""
+        return len(self)
+
 
 def _new_seed(obj: object) -> int:
     # pid keeps forked copies apart, time keeps restarts apart, id keeps sibling dataflows apart.

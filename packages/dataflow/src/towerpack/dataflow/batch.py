@@ -101,7 +101,9 @@ class BatchDataByShape(BatchData):
 
     Datapoints wait in a group per shape until ``batch_size`` of them are there. Groups carry
     over between epochs (only :meth:`reset_state` empties them), so a rare shape may wait long;
-    the length is therefore only an estimate.
+    the length is therefore only an estimate, and a pass may end with no batch at all while its
+    datapoints wait: :func:`~towerpack.dataflow.repeat_forever` goes on then, and runners count
+    ``len`` datapoints per epoch as for any stage that mixes passes.
     """
 
     def __init__(self, ds: DataFlow, batch_size: int, idx: int | str) -> None:
@@ -112,6 +114,11 @@ class BatchDataByShape(BatchData):
     def reset_state(self) -> None:
         super().reset_state()
         self._groups = defaultdict(list)
+
+    @property
+    def held_over(self) -> int:
+        """Datapoints waiting in their groups for a later pass."""
+        return sum(len(g) for g in self._groups.values())
 
     def __iter__(self) -> Iterator[Any]:
         for dp in self.ds:

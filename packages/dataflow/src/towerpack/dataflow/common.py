@@ -35,14 +35,16 @@ __all__ = [
 def repeat_forever(ds: DataFlow, mark_epochs: bool = False, allow_empty: bool = False) -> Iterator[Any]:
     """Iterate ``ds`` again and again; an empty pass raises instead of spinning (unless ``allow_empty``).
 
+    A pass that yields nothing but leaves more datapoints held over for later passes (by a stage
+    such as ``BatchDataByShape`` whose groups fill up across passes) is progress, not an empty pass.
     With ``mark_epochs`` an :class:`EpochEnd` follows every pass.
     """
     for epoch in itertools.count(1):
-        empty = True
+        empty, held = True, _held_over(ds)
         for dp in ds:
             empty = False
             yield dp
-        if empty and not allow_empty:
+        if empty and not allow_empty and _held_over(ds) <= held:
             raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
         if mark_epochs:
             yield EpochEnd(epoch)
@@ -263,12 +265,18 @@ def _positive(value: Any, name: str) -> int:
     return int(value)
 
 
+def _held_over(ds: DataFlow) -> int:
+    """Datapoints that stages of ``ds`` hold over from one pass to the next (their ``held_over``)."""
+    return sum(getattr(d, "held_over", 0) for d in dataflow_tree(ds))
+
+
 def mixes_passes(ds: DataFlow) -> bool:
-    """Whether ``ds`` or a dataflow it reads from runs its input's passes together (an endless stage).
+    """Whether ``ds`` or a dataflow it reads from runs its input's passes together: an endless stage,
+    or one that holds datapoints over to later passes (it has ``held_over``, as ``BatchDataByShape``).
 
     Such a pipeline has no exact epochs: a runner over it counts ``len`` datapoints per epoch.
     """
-    return any(getattr(d, "endless", False) for d in dataflow_tree(ds))
+    return any(getattr(d, "endless", False) or hasattr(d, "held_over") for d in dataflow_tree(ds))
 
 
 class ConcatData(DataFlow):

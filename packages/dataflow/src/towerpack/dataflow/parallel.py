@@ -9,10 +9,11 @@ every datapoint of an epoch arrives once. Otherwise every worker runs a full cop
 as in the reference: an epoch is ``len(ds)`` datapoints of the mixed streams.
 
 A pipeline with an endless stage (``LocallyShuffleData`` without ``exact_epochs``) has no passes
-to mark, so a runner over it counts ``len(ds)`` datapoints per epoch. When every worker reports an
-empty pass while ``ds`` is not empty here (a ``BatchData`` inside larger than each worker's share),
-the runner raises at its first iteration instead of waiting forever
-(:mod:`towerpack.dataflow.worker_shares`); a long wait for any other reason logs a warning
+to mark, and one with a stage that holds datapoints over to later passes (``BatchDataByShape``)
+has passes that may yield nothing, so a runner over either counts ``len(ds)`` datapoints per epoch.
+When every worker reports an empty pass while ``ds`` is not empty here (a ``BatchData`` inside
+larger than each worker's share), the runner raises at its first iteration instead of waiting
+forever (:mod:`towerpack.dataflow.worker_shares`); a long wait for any other reason logs a warning
 (:mod:`towerpack.dataflow.stall`).
 
 In tracking mode (set by :class:`~towerpack.dataflow.position_tracker.PositionTracker`) the runners merge

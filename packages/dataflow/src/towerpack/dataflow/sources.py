@@ -122,7 +122,7 @@ class FakeData(RNGDataFlow):
         domain: Sequence[float] | Sequence[Sequence[float]] = (0, 1),
     ) -> None:
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
-        self.size = int(size)
+        self._size = int(size)
         self.random = random
         dtypes = dtype if isinstance(dtype, (list, tuple)) else [dtype] * len(self.shapes)
         if len(dtypes) != len(self.shapes):
@@ -132,7 +132,7 @@ class FakeData(RNGDataFlow):
         self._fixed: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
-        return self.size
+        return self._size
 
     def _make(self) -> list[np.ndarray]:
         out = []
@@ -150,7 +150,7 @@ class FakeData(RNGDataFlow):
             self.reset_state()
         if not self.random and self._fixed is None:
             self._fixed = self._make()
-        for _ in range(self.size):
+        for _ in range(self._size):
             yield list(self._fixed) if self._fixed is not None else self._make()
 
 

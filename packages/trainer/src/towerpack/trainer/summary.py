@@ -68,17 +68,18 @@ def add_moving_summary(
             count = tfv1.get_variable(
                 f"EMA/{name}/count", shape=[], initializer=tfv1.zeros_initializer(), trainable=False
             )
+            # ``value`` holds the average with the bias towards its zero start divided out (as Adam
+            # does for its moments), updated in place: avg += (x - avg) * (1 - decay) / (1 - decay^n).
+            # Summaries read this one variable, so a read racing with the update in the same step
+            # sees the average before or after it, never a mix of two variables.
             x = tf.cast(t, tf.float32)
-            update = tf.group(
-                tfv1.assign_add(count, 1.0),
-                tfv1.assign(value, value * decay + x * (1.0 - decay)),
-                name="update",
-            )
+            n = tfv1.assign_add(count, 1.0)
+            rate = (1.0 - decay) / tf.maximum(1.0 - tf.pow(decay, n), 1e-12)
+            update = tf.group(tfv1.assign(value, value + (x - value) * rate), name="update")
             if collection is not None:
                 graph.add_to_collection(collection, update)
             with tf.control_dependencies([update] if collection is None else []):
-                # Divide out the bias towards the zero start (as Adam does for its moments).
-                average = tf.identity(value / tf.maximum(1.0 - tf.pow(decay, count), 1e-12), name="average")
+                average = tf.identity(value.read_value(), name="average")
         with tfv1.name_scope(None):
             tfv1.summary.scalar(name + "-summary", average, collections=summary_collections)
         averages.append(average)

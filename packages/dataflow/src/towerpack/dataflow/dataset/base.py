@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base import DataFlow
+from ..base import DataFlow, _new_seed
 from ..position import PositionSource
 from ..sharding import Remainder, SelfSharding, Shard
 from .files import Split
@@ -36,6 +36,10 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
     optional: iterating before it starts at epoch 1. A sharding instance has ``shards_itself``
     set, so :class:`~towerpack.dataflow.ShardData` refuses to split it a second time.
 
+    As the reference's readers (``RNGDataFlow`` s) did, ``reset_state`` gives the instance a
+    ``numpy.random.RandomState`` in ``self.rng``, seeded anew in each process, for subclasses that
+    draw their own datapoints (pairs, triplets ...); the epoch order never uses it.
+
     Args (after each reader's own):
         shard: read only this process's shard (rank and worker); ``None`` shards the training
             split only, so a chief-only validation sees the whole test set.
@@ -45,6 +49,7 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
     """
 
     shuffle: bool
+    rng: np.random.RandomState
 
     def _init_order(
         self,
@@ -85,6 +90,7 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
     # -- the DataFlow ----------------------------------------------------------------------------
 
     def reset_state(self) -> None:
+        self.rng = np.random.RandomState(_new_seed(self))
         self._epoch = self._first_epoch()
 
     def epoch_order(self, epoch: int) -> np.ndarray:
