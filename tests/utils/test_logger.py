@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pexpect
 import pytest
 
 from towerpack.utils import logger
@@ -155,3 +156,55 @@ def _assert_logs():
     import unittest
 
     return unittest.TestCase().assertLogs(logger=logger._logger, level="WARNING")
+
+
+def test_without_an_action_the_environment_decides_then_a_terminal_is_asked(
+    tmp_path, fresh_logdir, monkeypatch
+):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "model-1.index").write_text("x")
+    monkeypatch.setenv(logger.ACTION_VAR, "k")
+    assert logger.set_logger_dir(d) == str(d)
+    assert (d / "model-1.index").exists()
+    monkeypatch.setenv(logger.ACTION_VAR, "q")
+    with pytest.raises(FileExistsError, match=logger.ACTION_VAR):
+        logger.set_logger_dir(d)
+
+
+@pytest.mark.timeout(60)
+def test_on_a_terminal_the_user_is_asked_until_the_answer_is_an_action(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "model-1.index").write_text("x")
+    code = f"from towerpack.utils import logger; print('used', logger.set_logger_dir({str(d)!r}))"
+    env = {k: v for k, v in os.environ.items() if k != logger.ACTION_VAR}
+    child = pexpect.spawn(sys.executable, ["-c", code], env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect(r"exists and is not empty")
+        child.expect(r"Action \[k/b/d/n/q\]: ")
+        child.sendline("maybe")  # not an action: asked again
+        child.expect(r"Action \[k/b/d/n/q\]: ")
+        child.sendline("d")
+        child.expect(r"used " + re.escape(str(d)))
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert sorted(os.listdir(d)) == ["log.log"]  # deleted, as answered
+
+
+def test_other_ranks_use_the_directory_as_rank_0_leaves_it(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "model-1.index").write_text("x")
+    code = (
+        "from towerpack.utils import logger\n"
+        f"print(logger.set_logger_dir({str(d)!r}, action='d'))\n"
+        "print(logger.get_logger_dir())\n"
+    )
+    done = run_python(code, RANK="1", WORLD_SIZE="2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(d), str(d)]
+    assert sorted(os.listdir(d)) == ["model-1.index"]  # nothing deleted, no log file of rank 1's
+    assert "rank 0 keeps it and its log file; rank 1 writes none there" in done.stderr

@@ -7,13 +7,16 @@ is a child of it, so once it is set up their records go through it too, and into
 that :func:`set_logger_dir` adds. Records also propagate to the root logger (pytest's ``caplog``
 and an application's own handlers see them).
 
-``set_logger_dir`` never asks anything on stdin (the reference prompted when the directory was
-not empty): what happens to an existing, non-empty directory is decided by ``action``, and
-without one it is an error.
+What happens to an existing, non-empty log directory is decided by ``action``; without one, by
+``$TOWERPACK_LOGDIR_ACTION``; without that, the user is asked, as the reference did, but only when
+stdin and stderr are a terminal; otherwise it is an error (a job never waits on stdin). In a job of
+several processes only rank 0 acts on the directory: the other ranks use it as it is and write no
+log file there, so no rank deletes what another has just created.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -128,6 +131,10 @@ def _is_nonempty_dir(dirname: str) -> bool:
     return os.path.isdir(dirname) and bool(os.listdir(dirname))
 
 
+#: The action for a non-empty log directory when the code gives none (``k``, ``b``, ``d``, ``n``, ``q``).
+ACTION_VAR = "TOWERPACK_LOGDIR_ACTION"
+
+
 def set_logger_dir(dirname: str | os.PathLike, action: DirAction | str | None = None) -> str:
     """Use ``dirname`` for logs, checkpoints, event files and stats.json; returns the directory used.
 
@@ -135,17 +142,31 @@ def set_logger_dir(dirname: str | os.PathLike, action: DirAction | str | None = 
         dirname: the directory; created if missing. The log is appended to ``<dirname>/log.log``.
         action: what to do if it exists and is not empty: a ``DirAction`` or one of ``k`` (keep),
             ``b`` (backup), ``d`` (delete), ``n`` (new directory with a time suffix) or ``q`` (quit).
-            With no action a non-empty directory is an error, so nothing is ever overwritten silently.
+            Without one: ``$TOWERPACK_LOGDIR_ACTION``, else a question on a terminal, else an error;
+            nothing is ever overwritten silently.
+
+    On a rank other than 0 of a multi-process job the directory is only recorded: rank 0 decides
+    what happens to it and writes the log file.
     """
     global LOG_DIR, _FILE_HANDLER
-    action = None if action is None or action == "" else DirAction.parse(action)
     dirname = os.path.normpath(os.fspath(dirname))
+    rank = _rank()
+    if rank:
+        _close_file_handler()
+        LOG_DIR = dirname
+        info("Log directory: %s (rank 0 keeps it and its log file; rank %d writes none there)", dirname, rank)
+        return dirname
+    if action is None or action == "":
+        action = os.environ.get(ACTION_VAR) or None
+    action = None if action is None else DirAction.parse(action)
     if _is_nonempty_dir(dirname):
+        if action is None and _interactive():
+            action = _ask(dirname)
         if action is None or action is DirAction.QUIT:
             options = "; ".join(f"{k.value!r} = {v}" for k, v in _EXPLAINED.items())
             raise FileExistsError(
                 f"log directory {dirname} exists and is not empty; pass action= to set_logger_dir "
-                f"(or TrainConfig(logdir_action=...)): {options}"
+                f"(or TrainConfig(logdir_action=...)) or set {ACTION_VAR}: {options}"
             )
         if action is DirAction.BACKUP:
             backup = _fresh_name(dirname)
@@ -168,6 +189,31 @@ def set_logger_dir(dirname: str | os.PathLike, action: DirAction | str | None = 
     info("Log directory: %s", dirname)
     info("Argv: %s", " ".join(sys.argv))
     return dirname
+
+
+def _rank() -> int:
+    from towerpack.dataflow.placement import placement
+
+    return placement().rank
+
+
+def _interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _ask(dirname: str) -> DirAction:
+    """Ask on the terminal what to do with ``dirname``, until the answer is one of the actions."""
+    warning("Log directory %s exists and is not empty.", dirname)
+    for member, text in _EXPLAINED.items():
+        print(f"  {member.value}: {text}", file=sys.stderr)
+    while True:
+        print("Action [k/b/d/n/q]: ", end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline()
+        if not answer:  # end of input
+            return DirAction.QUIT
+        if answer.strip():
+            with contextlib.suppress(ValueError):
+                return DirAction.parse(answer)
 
 
 def auto_set_dir(action: DirAction | str | None = None, name: str | None = None) -> str:

@@ -277,8 +277,16 @@ REFERENCE: Mapping[str, Ref] = {
             "tensorpack.predict.multigpu",
         ),
     ),
-    "tensorpack.predict.base": Ref(_PREDICT, names=("PredictorBase", "OnlinePredictor", "OfflinePredictor")),
-    "tensorpack.predict.concurrency": Ref(_PREDICT, names=("MultiThreadAsyncPredictor",)),
+    "tensorpack.predict.base": Ref(
+        _PREDICT,
+        names=("PredictorBase", "OnlinePredictor", "OfflinePredictor"),
+        extra=("AsyncPredictorBase",),
+    ),
+    "tensorpack.predict.concurrency": Ref(
+        _PREDICT,
+        names=("MultiThreadAsyncPredictor",),
+        extra=("MultiProcessPredictWorker", "MultiProcessQueuePredictWorker"),
+    ),
     "tensorpack.predict.config": Ref(_PREDICT, names=("PredictConfig",)),
     "tensorpack.predict.dataset": Ref(
         _PREDICT, names=("DatasetPredictorBase", "SimpleDatasetPredictor", "MultiProcessDatasetPredictor")

@@ -60,11 +60,14 @@ def resolve_devices(gpus) -> list[str]:
         raise ValueError(f"GPU ids cannot be negative: {gpus}")
     visible = len(tf.config.list_physical_devices("GPU"))
     if visible == 0:
-        logger.warning(
-            "No GPU is visible: the %d towers run on logical CPU devices /cpu:0../cpu:%d",
-            len(gpus),
-            len(gpus) - 1,
-        )
+        if len(gpus) == 1:
+            logger.info("No GPU is visible: the tower runs on the CPU")
+        else:
+            logger.warning(
+                "No GPU is visible: the %d towers run on logical CPU devices /cpu:0../cpu:%d",
+                len(gpus),
+                len(gpus) - 1,
+            )
         return [f"/cpu:{k}" for k in range(len(gpus))]
     missing = [g for g in gpus if g >= visible]
     if missing:

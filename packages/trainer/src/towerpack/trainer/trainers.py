@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from towerpack.dataflow.placement import placement
+
 from . import logger
 from .base import DataFlowInput, Trainer
 from .input_source.base import FeedfreeInput, InputSource
@@ -25,6 +27,16 @@ class SimpleTrainer(SingleCostTrainer):
     default_input = DataFlowInput.FEED
 
     def _setup_graph(self, input, get_cost_fn, get_opt_fn):
+        where = placement()
+        if where.world_size > 1:
+            logger.warning(
+                "%s in rank %d of a job of %d processes: each process trains its own copy of the model, "
+                "unsynchronized, and only rank 0 saves it; for data-parallel training use HorovodTrainer, "
+                "CollectiveAllReduceTrainer or towerpack.trainer.default_trainer()",
+                type(self).__name__,
+                where.rank,
+                where.world_size,
+            )
         logger.info("Building the graph of one training tower ...")
         with TrainTowerContext(""):
             grads = self._make_get_grad_fn(input, get_cost_fn, get_opt_fn)()
