@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -69,6 +70,20 @@ def test_node_range_and_roles():
         ["--nnodes", "1:3", "--node-rank", "5", "--master", "127.0.0.1:1", "--np", "1", COUNTER], env=SECRET
     )
     assert agent.role is Role.AGENT
+
+
+def test_a_second_launcher_on_the_master_machine_is_told_to_pass_node_ranks():
+    # The same command started twice on one machine: the first holds --master's port as node 0.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(UsageError) as error:
+            parse(["--nnodes", "1:2", "--master", f"127.0.0.1:{port}", "--np", "1", COUNTER], env=SECRET)
+    message = str(error.value)
+    assert f"--master port 127.0.0.1:{port} is already in use" in message
+    assert "another launcher on this machine is probably node 0 already" in message
+    assert "pass --node-rank 0 to the first launcher and --node-rank 1 (2, ...) to the others" in message
 
 
 def test_lost_node_job_goes_on_at_the_smaller_size(tmp_path):

@@ -133,7 +133,14 @@ def elastic_node(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
     first = a.node_rank == 0 if a.node_rank is not None else net.is_local(master_addr)
     if first:
         _check_backend_address(common["backend"], master_addr)
-        check_port(master_addr, master_port, "--master port")
+        hint = "pick another or leave it out"
+        if a.node_rank is None:
+            hint = (
+                "another launcher on this machine is probably node 0 already. Without --node-rank, every "
+                "launcher on the machine that --master names takes itself for node 0: started on one "
+                "machine, pass --node-rank 0 to the first launcher and --node-rank 1 (2, ...) to the others"
+            )
+        check_port(master_addr, master_port, "--master port", hint)
         if common["rank_master_port"] is not None:
             check_port(master_addr, common["rank_master_port"], "--master-port")
     return LaunchSpec(

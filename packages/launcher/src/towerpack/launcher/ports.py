@@ -19,17 +19,16 @@ from towerpack.launcher.errors import UsageError
 from towerpack.launcher.net import family
 
 
-def check_port(addr: str, port: int, what: str) -> None:
-    """Raise a UsageError naming ``what`` if ``port`` cannot be bound on ``addr``."""
+def check_port(addr: str, port: int, what: str, in_use_hint: str = "pick another or leave it out") -> None:
+    """Raise a UsageError naming ``what`` (and, if it is taken, ``in_use_hint``) if ``port`` cannot be
+    bound on ``addr``."""
     with socket.socket(family(addr)) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((addr, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise UsageError(
-                    f"{what} {addr}:{port} is already in use; pick another or leave it out"
-                ) from None
+                raise UsageError(f"{what} {addr}:{port} is already in use; {in_use_hint}") from None
             raise UsageError(f"cannot use {what} {addr}:{port}: {exc.strerror}") from None
 
 
