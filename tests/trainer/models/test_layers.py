@@ -254,6 +254,21 @@ def test_linearwrap_chain_tf_proxy_and_apply(graph):
         LinearWrap(x).Conv3D("c", 3)
 
 
+def test_linearwrap_tf_is_the_v1_api_with_v2_names_as_fallback(graph):
+    # A decoder in the reference's style upsamples with a TF 1 name that TF 2's namespace lacks.
+    x = tf.constant(np.arange(4, dtype=np.float32).reshape(1, 2, 2, 1))
+    up = LinearWrap(x).tf.image.resize_nearest_neighbor([4, 4], align_corners=True)()
+    # tf.compat.v1.nn.dropout's second positional argument is keep_prob (TF 2's is rate): keep all.
+    kept = LinearWrap(x).tf.nn.dropout(1.0)()
+    gelu = LinearWrap(x).tf.nn.gelu()()  # only TF 2 has it
+    got_up, got_kept, got_gelu = _run([up, kept, gelu])
+    np.testing.assert_array_equal(got_up[0, :, :, 0], np.repeat(np.repeat([[0, 1], [2, 3]], 2, 0), 2, 1))
+    np.testing.assert_array_equal(got_kept, _run(x))
+    np.testing.assert_allclose(got_gelu, _run(tf.nn.gelu(x)), rtol=1e-6)
+    with pytest.raises(AttributeError, match=r"no tf\.image\.resize_nearest_neighbour"):
+        LinearWrap(x).tf.image.resize_nearest_neighbour([4, 4])
+
+
 def test_custom_layers_register_and_take_argscope(graph):
     @layer_register(log_shape=True)
     def ScaledIdentityForTest(x, factor=1.0):

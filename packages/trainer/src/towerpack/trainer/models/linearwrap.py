@@ -3,29 +3,42 @@
 ``LinearWrap(x).Conv2D('conv0', 32, 3).MaxPooling('pool0', 2).FullyConnected('fc', 10)()`` calls
 each layer on the previous result. ``.tf.<path>(...)`` calls a TensorFlow function on it,
 ``.apply(f, ...)`` any function; ``()`` or ``.tensor()`` returns the tensor.
+
+``.tf`` is the TensorFlow 1 API the reference's models were written against (``tf.compat.v1``:
+``.tf.image.resize_nearest_neighbor``, ``.tf.nn.dropout(keep_prob)``), with TensorFlow 2's
+namespace as the fallback for names only it has.
 """
 
 from __future__ import annotations
 
-import tensorflow
-
+from ..compat import tf, tfv1
 from .registry import get_registered_layer
 
 __all__ = ["LinearWrap"]
 
 
 class _TFModuleProxy:
-    """``lw.tf.nn.relu(...)`` -> ``LinearWrap(tensorflow.nn.relu(tensor, ...))``."""
+    """``lw.tf.nn.relu(...)`` -> ``LinearWrap(tf.compat.v1.nn.relu(tensor, ...))``.
 
-    def __init__(self, module, tensor):
-        self._module = module
+    ``modules`` are the namespaces searched in order (``tf.compat.v1`` then ``tf``); ``path`` is
+    the dotted name so far, for the error message.
+    """
+
+    def __init__(self, modules: tuple, tensor, path: str = "tf"):
+        self._modules = modules
         self._tensor = tensor
+        self._path = path
 
     def __getattr__(self, name: str):
-        attr = getattr(self._module, name)
-        if callable(attr):
-            return lambda *args, **kwargs: LinearWrap(attr(self._tensor, *args, **kwargs))
-        return _TFModuleProxy(attr, self._tensor)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        found = tuple(getattr(m, name) for m in self._modules if hasattr(m, name))
+        if not found:
+            raise AttributeError(f"LinearWrap: TensorFlow has no {self._path}.{name} (in tf.compat.v1 or tf)")
+        if callable(found[0]):
+            func = found[0]
+            return lambda *args, **kwargs: LinearWrap(func(self._tensor, *args, **kwargs))
+        return _TFModuleProxy(found, self._tensor, f"{self._path}.{name}")
 
 
 class LinearWrap:
@@ -40,7 +53,7 @@ class LinearWrap:
         layer = get_registered_layer(layer_name)
         if layer is None:
             if layer_name == "tf":
-                return _TFModuleProxy(tensorflow, self._t)
+                return _TFModuleProxy((tfv1, tf), self._t)
             raise AttributeError(
                 f"LinearWrap has no layer {layer_name!r}: register it with @layer_register, or use "
                 ".apply(func, ...) / .tf.<function>(...)"
