@@ -44,14 +44,13 @@ def step_rate(graph_name: str, depth: int, steps: int) -> float:
     import numpy as np
     from cifar_resnet import CifarResNet
 
-    from towerpack.trainer import TrainTowerContext
+    from towerpack.trainer import TrainTowerContext, cpu_kernels
     from towerpack.trainer.compat import tf, tfv1
-    from towerpack.trainer.models import cpu_layout
 
     data_format, native = GRAPHS[graph_name]
     rng = np.random.RandomState(0)
-    gpus = cpu_layout.get_num_gpu
-    cpu_layout.get_num_gpu = (lambda: 1) if native else gpus
+    gpus = cpu_kernels.get_num_gpu
+    cpu_kernels.get_num_gpu = (lambda: 1) if native else gpus
     try:
         graph = tf.Graph()
         with graph.as_default(), TrainTowerContext(""):
@@ -63,7 +62,7 @@ def step_rate(graph_name: str, depth: int, steps: int) -> float:
             train_op = tf.group(opt.minimize(cost), *tfv1.get_collection(tfv1.GraphKeys.UPDATE_OPS))
             init = tfv1.global_variables_initializer()
     finally:
-        cpu_layout.get_num_gpu = gpus
+        cpu_kernels.get_num_gpu = gpus
     with tfv1.Session(graph=graph) as sess:
         sess.run(init)
         for _ in range(steps):

@@ -127,10 +127,10 @@ NATIVE_NCHW = textwrap.dedent(
     import numpy as np
     from towerpack.trainer import OfflinePredictor, PredictConfig, SmartInit
     from towerpack.trainer.compat import tf
-    from towerpack.trainer.models import cpu_layout
+    from towerpack.trainer import cpu_kernels
     from test_channels_first_on_cpu import SmallResNet
 
-    cpu_layout.get_num_gpu = lambda: 1  # build as on a machine with a GPU
+    cpu_kernels.get_num_gpu = lambda: 1  # build as on a machine with a GPU
     checkpoint, data, out = sys.argv[1:]
     config = PredictConfig(model=SmallResNet("channels_first"), input_names=["image"],
                            output_names=["prob"], session_init=SmartInit(checkpoint))
@@ -198,13 +198,13 @@ def _test_paths() -> str:
     return os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])
 
 
-# A model that calls TensorFlow's NCHW ops itself (as the reference's ShuffleNet does), trained and
-# then used by a predictor; argv: "train" or "predict".
+# A model that calls TensorFlow's NCHW ops itself (as the reference's ShuffleNet does), trained or
+# used by a predictor; argv: the mode.
 DIRECT_NCHW = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from towerpack.trainer import (ModelDesc, OfflinePredictor, PredictConfig, SimpleTrainer,
+    from towerpack.trainer import (Callback, ModelDesc, OfflinePredictor, PredictConfig, SimpleTrainer,
                                    TrainConfig, launch_train_with_config)
     from towerpack.trainer.compat import tf, tfv1
 
@@ -213,45 +213,79 @@ DIRECT_NCHW = textwrap.dedent(
             return [tf.TensorSpec([None, 3, 8, 8], tf.float32, "x")]
 
         def build_graph(self, x):
-            w = tfv1.get_variable("w", [3, 3, 3, 1])
+            w = tfv1.get_variable("w", [3, 3, 3, 1], initializer=tfv1.constant_initializer(0.5))
             y = tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME", data_format="NCHW")
+            y = tf.nn.max_pool2d(y, 2, 2, "VALID", data_format="NCHW")
             return tf.reduce_mean(tf.square(y), name="cost")
 
         def optimizer(self):
-            return tfv1.train.GradientDescentOptimizer(0.1)
+            return tfv1.train.GradientDescentOptimizer(0.01)
 
     class Points:
         def __len__(self):
             return 2
         def __iter__(self):
-            for _ in range(2):
-                yield [np.ones((4, 3, 8, 8), np.float32)]
+            for k in range(2):
+                yield [np.linspace(0, 1, 4 * 3 * 64).reshape(4, 3, 8, 8).astype(np.float32) + k]
         def reset_state(self):
             pass
 
-    if sys.argv[1] == "train":
-        config = TrainConfig(model=DepthwiseNet(), dataflow=Points(), max_epoch=1, callbacks=[], monitors=[])
+    class Report(Callback):
+        def _setup_graph(self):
+            (self.w,) = tfv1.trainable_variables()
+
+        def _after_train(self):
+            print("trained", self.trainer.sess.run(self.w).sum())
+
+    mode = sys.argv[1]
+    if mode.startswith("train"):
+        session = tfv1.ConfigProto()
+        if mode == "train_without_grappler":
+            session.graph_options.rewrite_options.disable_meta_optimizer = True
+        config = TrainConfig(model=DepthwiseNet(), dataflow=Points(), max_epoch=1, callbacks=[Report()],
+                             monitors=[], session_config=session)
         launch_train_with_config(config, SimpleTrainer())
     else:
-        config = PredictConfig(model=DepthwiseNet(), input_names=["x"], output_names=["cost"])
+        output = "cost" if mode == "predict" else "MaxPool2d"  # the raw op's own output
+        config = PredictConfig(model=DepthwiseNet(), input_names=["x"], output_names=[output])
         predictor = OfflinePredictor(config)
-        print("predicted", predictor(np.ones((1, 3, 8, 8), np.float32))[0])
-    print("done")
+        print("predicted", predictor(np.linspace(0, 1, 192).reshape(1, 3, 8, 8).astype(np.float32))[0].sum())
     """
 )
 
 
+def _last_number(out: str) -> float:
+    return float(out.strip().splitlines()[-1].split()[-1])
+
+
 @pytest.mark.multiprocess
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("mode", ["train", "predict"])
-def test_direct_nchw_ops_on_a_cpu_without_onednn_are_named_before_the_session_runs(mode):
+@pytest.mark.timeout(240)
+def test_direct_nchw_ops_run_without_onednn_through_grappler_in_towerpacks_sessions():
+    # TensorFlow's NCHW kernels need oneDNN on a CPU; towerpack's sessions let Grappler rewrite the
+    # ops (forward and backward) into NHWC, so the results are those of oneDNN's NCHW kernels.
+    for mode in ("train", "predict"):
+        off = run_python(DIRECT_NCHW, mode, timeout=90, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+        on = run_python(DIRECT_NCHW, mode, timeout=90, env={"TF_ENABLE_ONEDNN_OPTS": "1"})
+        np.testing.assert_allclose(_last_number(off.stdout), _last_number(on.stdout), rtol=1e-5)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("predict_raw_output", "these are fetched themselves, which Grappler's conversion leaves alone"),
+        ("train_without_grappler", "oneDNN, which has NCHW CPU kernels, is off here"),
+    ],
+)
+def test_direct_nchw_ops_a_cpu_cannot_run_are_named_before_the_session_runs(mode, why):
     off = run_python(DIRECT_NCHW, mode, timeout=90, check=False, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
     assert off.returncode != 0
     assert "cpu_kernels.CpuLayoutError: the graph has channels_first" in off.stderr, off.stderr[-3000:]
-    assert "oneDNN, which has NCHW CPU kernels, is off here" in off.stderr
-    # The op, and the line of the model code that made it (line 14 of the script).
-    assert "DepthwiseConv2dNative 'depthwise', created at <string>:14" in off.stderr
+    assert why in off.stderr
+    # The op, and the line of the model code that made it (line 15 of the script).
+    assert "MaxPool 'MaxPool2d', created at <string>:15" in off.stderr
     assert "TF_ENABLE_ONEDNN_OPTS=1" in off.stderr
     assert "Graph execution error" not in off.stderr  # stopped before any step ran
     on = run_python(DIRECT_NCHW, mode, timeout=90, env={"TF_ENABLE_ONEDNN_OPTS": "1"})
-    assert on.stdout.strip().endswith("done")
+    assert on.stdout.strip().splitlines()[-1].split()[0] in ("trained", "predicted")

@@ -21,6 +21,7 @@ from towerpack.trainer import (
     MaxPooling,
     TrainTowerContext,
     argscope,
+    cpu_kernels,
 )
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.models import cpu_layout
@@ -119,7 +120,7 @@ def _layout_model(x):
 @pytest.mark.parametrize("device", ["/gpu:0", None])
 def test_gpu_graphs_keep_their_nchw_ops(graph, monkeypatch, device):
     # As on a machine with a GPU: a GPU scope (or none, where TensorFlow places on the GPU).
-    monkeypatch.setattr(cpu_layout, "get_num_gpu", lambda: 1)
+    monkeypatch.setattr(cpu_kernels, "get_num_gpu", lambda: 1)
     x = tfv1.placeholder(tf.float32, [None, 3, 8, 8])
     with tf.device(device):
         _layout_model(x)
@@ -135,7 +136,7 @@ def test_gpu_graphs_keep_their_nchw_ops(graph, monkeypatch, device):
     ids=["cpu-scope-with-gpu", "remote-cpu", "gpu-scope-soft-placed", "no-gpu"],
 )
 def test_cpu_placements_run_nhwc_ops(graph, monkeypatch, gpus, device):
-    monkeypatch.setattr(cpu_layout, "get_num_gpu", lambda: gpus)
+    monkeypatch.setattr(cpu_kernels, "get_num_gpu", lambda: gpus)
     x = tfv1.placeholder(tf.float32, [None, 3, 8, 8])
     with tf.device(device):
         y = _layout_model(x)
@@ -147,7 +148,7 @@ def test_cpu_placements_run_nhwc_ops(graph, monkeypatch, gpus, device):
 def test_device_functions_decide_by_op_type(graph, monkeypatch):
     # A device function (as replica_device_setter and the trainers' device setters are) is asked
     # with the op's type: pooling on the GPU, convolutions on the CPU.
-    monkeypatch.setattr(cpu_layout, "get_num_gpu", lambda: 1)
+    monkeypatch.setattr(cpu_kernels, "get_num_gpu", lambda: 1)
     x = tfv1.placeholder(tf.float32, [None, 3, 8, 8])
     with tfv1.device(lambda op: "/gpu:0" if op.type in ("MaxPool", "AvgPool") else "/cpu:0"):
         _layout_model(x)

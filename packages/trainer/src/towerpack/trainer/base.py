@@ -218,7 +218,7 @@ class Trainer:
             raise TypeError(f"session_init must be a SessionInit, got {session_init!r}")
         session_init._setup_graph()
         self._before_session_creation()
-        check_cpu_kernels(tfv1.get_default_graph())
+        check_cpu_kernels(tfv1.get_default_graph(), getattr(session_creator, "config", None))
         logger.info("Creating the session ...")
         self.sess = session_creator.create_session()
         # Finalized before the MonitoredSession exists, so closing it does not un-finalize the graph.

@@ -8,23 +8,26 @@ A creator returns a session whose variables are initialized, and leaves the grap
 from __future__ import annotations
 
 from .compat import tf, tfv1
+from .cpu_kernels import with_cpu_layout_conversion
 
 __all__ = ["NewSessionCreator", "ReuseSessionCreator", "SessionCreatorAdapter", "default_session_config"]
 
 
 def default_session_config() -> tfv1.ConfigProto:
-    """Soft placement and on-demand GPU memory: what a training process usually wants."""
+    """Soft placement and on-demand GPU memory: what a training process usually wants. Where oneDNN
+    is off and there is no GPU, also Grappler's NCHW-to-NHWC conversion on the CPU (cpu_kernels.py)."""
     config = tfv1.ConfigProto(allow_soft_placement=True)
     config.gpu_options.allow_growth = True
-    return config
+    return with_cpu_layout_conversion(config)
 
 
 class NewSessionCreator(tfv1.train.SessionCreator):
-    """Creates a session and runs the variable and table initializers."""
+    """Creates a session and runs the variable and table initializers. A config of the caller's
+    gets the CPU layout conversion of ``default_session_config`` where it is needed (on a copy)."""
 
     def __init__(self, target: str = "", config: tfv1.ConfigProto | None = None):
         self.target = target
-        self.config = config if config is not None else default_session_config()
+        self.config = with_cpu_layout_conversion(config) if config is not None else default_session_config()
 
     def create_session(self):
         init = tf.group(

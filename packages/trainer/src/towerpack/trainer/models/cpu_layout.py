@@ -19,9 +19,9 @@ import collections.abc
 import enum
 
 from ..compat import tf, tfv1
-from ..devices import get_num_gpu
+from ..cpu_kernels import on_cpu
 
-__all__ = ["Layout", "layout_for", "on_cpu", "placed_on_cpu", "planned_device_type", "run_in_layout"]
+__all__ = ["Layout", "layout_for", "placed_on_cpu", "planned_device_type", "run_in_layout"]
 
 _TO_NHWC = [0, 2, 3, 1]
 _TO_NCHW = [0, 3, 1, 2]
@@ -68,12 +68,6 @@ def planned_device_type(op_type: str) -> str | None:
     if not op.device:
         return None
     return tf.DeviceSpec.from_string(op.device).device_type
-
-
-def on_cpu(device_type: str | None) -> bool:
-    """Whether an op placed on ``device_type`` (None: no device named) runs on a CPU here: no type,
-    or a GPU, means a GPU where this process sees one; anything else a CPU (soft placement)."""
-    return not (device_type in (None, "GPU") and get_num_gpu() > 0)
 
 
 def placed_on_cpu(op_type: str) -> bool:

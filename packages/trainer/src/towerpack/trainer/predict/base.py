@@ -104,8 +104,9 @@ def initialize_session(config: PredictConfig, session_creator=None):
     """A session from ``session_creator`` (default: the config's), initialized by the config's
     ``session_init`` (both phases)."""
     config.session_init._setup_graph()
-    check_cpu_kernels(tfv1.get_default_graph())
-    sess = (session_creator or config.session_creator).create_session()
+    creator = session_creator or config.session_creator
+    check_cpu_kernels(tfv1.get_default_graph(), getattr(creator, "config", None), config.output_names)
+    sess = creator.create_session()
     config.session_init._run_init(sess)
     return sess
 
