@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # System packages the test suite needs: an sshd for the launcher's ssh tests, Slurm, munge and
 # Open MPI for the tests that run towerpack under other launchers (a throwaway single-machine Slurm,
-# srun, sbatch, mpirun), and iproute2 (ip, tc) for the multi-host tests on network namespaces. Idempotent and quick when everything is present; installs with apt-get when
+# srun, sbatch, mpirun), iproute2 (ip, tc) for the multi-host tests on network namespaces, and
+# libjpeg's headers for towerpack-dataflow's partial JPEG decoding (its C extension; reinstall the
+# package after adding them). Idempotent and quick when everything is present; installs with apt-get when
 # running as root, and otherwise names what is missing (an error only under CI=true, where every test
 # must run).
 set -euo pipefail
@@ -18,6 +20,7 @@ has slurmd || need+=(slurmd)
 { has munged && has mungekey; } || need+=(munge)
 has mpirun || need+=(openmpi-bin)
 { has ip && has tc; } || need+=(iproute2)
+[ -f /usr/include/jpeglib.h ] || need+=(libjpeg62-turbo-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "system_deps: please install ${need[*]} (needs root and apt-get); the tests that need them skip until then" >&2

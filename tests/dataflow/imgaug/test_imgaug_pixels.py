@@ -31,13 +31,19 @@ def _ramp(h: int, w: int, c: int | None = None, dtype=np.uint8) -> np.ndarray:
     return (np.arange(np.prod(shape)) % 251).reshape(shape).astype(dtype)
 
 
-def test_flip_matches_cv2_and_is_a_view():
-    img = _ramp(5, 7, 3)
+@pytest.mark.parametrize(
+    "shape, dtype", [((5, 7, 3), np.uint8), ((5, 7, 1), np.float32), ((5, 7), np.float64)]
+)
+def test_flip_matches_cv2_into_a_new_contiguous_array(shape, dtype):
+    # A view (the reference's) would make every later copy a slow strided one.
+    img = _ramp(*shape, dtype=dtype)
     horiz = Flip(horiz=True, prob=1.0).augment(img)
     vert = Flip(vert=True, prob=1.0).augment(img)
-    np.testing.assert_array_equal(horiz, cv2.flip(img, 1))
-    np.testing.assert_array_equal(vert, cv2.flip(img, 0))
-    assert np.shares_memory(horiz, img) and np.shares_memory(vert, img)
+    np.testing.assert_array_equal(horiz, img[:, ::-1])
+    np.testing.assert_array_equal(vert, img[::-1])
+    for out in (horiz, vert):
+        assert out.shape == img.shape and out.dtype == img.dtype
+        assert out.flags.c_contiguous and not np.shares_memory(out, img)
     assert Flip(horiz=True, prob=0.0).augment(img) is img
 
 

@@ -5,6 +5,10 @@ brightness, contrast, saturation and PCA lighting noise in a random order (in fl
 back to uint8 once), then a random horizontal flip, as tensorpack 0.11's ``imagenet_utils``.
 Validation: the shorter side resized to 256, then the central 224x224. Bicubic interpolation
 throughout, as the reference keeps it for models trained with it. Images in and out are uint8.
+
+The list is the reference's, unchanged; the four colour augmentors between ``ToFloat32`` and
+``ToUint8`` run as one colour matrix per image (:mod:`.imgaug.colour_matrix`, which says where
+that differs from clipping after each of them and how to ask for the step-by-step path).
 """
 
 from __future__ import annotations

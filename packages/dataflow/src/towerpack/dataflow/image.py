@@ -61,7 +61,8 @@ def validate_coords(coords: Any, where: str = "coords") -> None:
         raise TypeError(f"{where}: coordinates must be floating point, got dtype {coords.dtype}")
 
 
-def _augmentor_list(augmentors: Any, owner: str) -> AugmentorList:
+def augmentor_list(augmentors: Any, owner: str) -> AugmentorList:
+    """``augmentors`` (a list or tuple of augmentors, or an AugmentorList) as an AugmentorList."""
     if isinstance(augmentors, AugmentorList):
         return augmentors
     if not isinstance(augmentors, (list, tuple)):
@@ -136,7 +137,7 @@ class _Augmenting:
     ds: DataFlow
 
     def _setup(self, augmentors: Any, copy: bool, catch_exceptions: bool) -> None:
-        self.augs = _augmentor_list(augmentors, type(self).__name__)
+        self.augs = augmentor_list(augmentors, type(self).__name__)
         self.copy = copy
         self.errors = AugmentErrors(catch_exceptions, type(self).__name__)
 

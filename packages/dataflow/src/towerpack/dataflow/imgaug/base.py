@@ -75,7 +75,14 @@ class ImageAugmentor:
     Subclasses implement ``get_transform(img)``, drawing from ``self.rng`` (or ``_rand_range``).
     The older API also works: ``_get_augment_params(img)`` returns parameters, ``_augment(img,
     params)`` applies them and ``_augment_coords(coords, params)`` moves coordinates.
+
+    Two class attributes tell what a draw needs: ``draws_from_shape`` (only ``img.shape``: the
+    transform can be drawn before the image is decoded) and ``colour_affine`` (only the shape, and
+    the transform is affine in colour or a dtype cast: a colour run may draw it early).
     """
+
+    draws_from_shape: bool = False
+    colour_affine: bool = False
 
     def __init__(self) -> None:
         self._stream_key = new_stream_key()
@@ -210,14 +217,30 @@ class AugmentorList(ImageAugmentor):
         self.augmentors = list(augmentors)
         super().__init__()
 
+    @property
+    def colour_affine(self) -> bool:  # type: ignore[override]
+        return bool(self.augmentors) and all(a.colour_affine for a in self.augmentors)
+
     def get_transform(self, img: np.ndarray) -> TransformList:
         check_dtype(img)
         if img.ndim not in (2, 3):
             raise ValueError(f"an image must be HxW or HxWxC, got shape {img.shape}")
+        return self._transform_list(img)
+
+    def get_transform_from_shape(self, shape: tuple[int, ...]) -> TransformList:
+        """The transform for an image of ``shape`` not decoded yet; the first augmentor must draw
+        from the shape alone (``draws_from_shape``)."""
+        if self.augmentors and not self.augmentors[0].draws_from_shape:
+            raise TypeError(
+                f"{type(self.augmentors[0]).__name__} needs the image itself to draw its parameters"
+            )
+        return self._transform_list(ImagePlaceholder(shape=tuple(shape)))
+
+    def _transform_list(self, img: Any) -> TransformList:
         if not self.augmentors:
             return TransformList([])
         first = self.augmentors[0].get_transform(img)
-        rest = [LazyTransform(a.get_transform) for a in self.augmentors[1:]]
+        rest = [LazyTransform(a.get_transform, a.colour_affine) for a in self.augmentors[1:]]
         return TransformList([first, *rest])
 
     def reset_state(self) -> None:

@@ -12,9 +12,13 @@ import cv2
 import numpy as np
 
 from .base import PhotometricAugmentor
+from .colour_matrix import CastTransform
 from .pixels import PIXEL_MAX, require_image
+from .transform import BaseTransform
 
 __all__ = ["ColorSpace", "Grayscale", "ToFloat32", "ToUint8"]
+
+_UINT8, _FLOAT32 = np.dtype(np.uint8), np.dtype(np.float32)
 
 
 class ColorSpace(PhotometricAugmentor):
@@ -61,8 +65,13 @@ class Grayscale(ColorSpace):
 class ToUint8(PhotometricAugmentor):
     """Clip to [0, 255] and cast to uint8 (truncating)."""
 
+    colour_affine = True  # a colour run can end with it
+
     def __init__(self) -> None:
         super().__init__()
+
+    def get_transform(self, img: np.ndarray) -> BaseTransform:
+        return CastTransform(lambda im: self._augment(im, None), _UINT8)
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
         if img.dtype == np.uint8:
@@ -73,8 +82,13 @@ class ToUint8(PhotometricAugmentor):
 class ToFloat32(PhotometricAugmentor):
     """Cast to float32 (always a new array, so later augmentors may work on it in place)."""
 
+    colour_affine = True  # a colour run can start with it
+
     def __init__(self) -> None:
         super().__init__()
+
+    def get_transform(self, img: np.ndarray) -> BaseTransform:
+        return CastTransform(lambda im: self._augment(im, None), _FLOAT32)
 
     def _augment(self, img: np.ndarray, _: Any) -> np.ndarray:
         return img.astype(np.float32)

@@ -40,6 +40,8 @@ def _check_fits(img_shape: tuple[int, ...], crop_h: int, crop_w: int, who: str) 
 class RandomCrop(ImageAugmentor):
     """Crop a ``crop_shape`` window (an int or ``(h, w)``) at a uniformly random position."""
 
+    draws_from_shape = True
+
     def __init__(self, crop_shape: Any) -> None:
         super().__init__()
         crop_shape = shape2d(crop_shape, "RandomCrop crop_shape")
@@ -55,6 +57,8 @@ class RandomCrop(ImageAugmentor):
 
 class CenterCrop(ImageAugmentor):
     """Crop a ``crop_shape`` window (an int or ``(h, w)``) from the centre."""
+
+    draws_from_shape = True
 
     def __init__(self, crop_shape: Any) -> None:
         super().__init__()
@@ -73,6 +77,8 @@ class RandomCropRandomShape(ImageAugmentor):
     ``hmax``/``wmax`` default to (and are capped at) the image size. ``max_aspect_ratio`` is
     deprecated and ignored, as in the reference.
     """
+
+    draws_from_shape = True
 
     def __init__(
         self,
@@ -113,6 +119,8 @@ class GoogleNetRandomCropAndResize(ImageAugmentor):
     cropped (a view) and resized to ``target_shape`` squared. If none fits, the image is resized so
     that its short side is ``target_shape`` and centre-cropped.
     """
+
+    draws_from_shape = True
 
     def __init__(
         self,

@@ -1,9 +1,13 @@
 """Photometric augmentors: brightness, contrast, saturation, hue, gamma, blur, lighting and normalisation.
 
-They follow the reference's formulas, parameter draws, dtype and clip rule (see ``convert.finish``)
+They follow the reference's formulas, parameter draws, dtype and clip rule (see ``pixels.finish``)
 so models trained on its statistics see the same data. Arithmetic runs in float32 (float64 for
 float64 input) on one array each augmentor allocates and then updates in place; the caller's image
 is never modified. Coordinates pass through unchanged.
+
+Brightness, BrightnessScale, Contrast, Saturation and Lighting are affine in colour: each also
+gives its affine colour map (``_colour_affine``), so that a run of them on float32 pixels goes in one pass
+(:mod:`.colour_matrix`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import cv2
 import numpy as np
 
 from .base import PhotometricAugmentor, log_deprecated
+from .colour_matrix import Affine, AffineColourAugmentor, affine_blend, affine_scale, grey_weights
 from .pixels import PIXEL_MAX, add_per_channel, channel_means, finish, require_image, work_dtype
 from .transform import keep_channel_axis
 
@@ -63,7 +68,7 @@ class Hue(PhotometricAugmentor):
         return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB if self.rgb else cv2.COLOR_HSV2BGR)
 
 
-class Brightness(PhotometricAugmentor):
+class Brightness(AffineColourAugmentor):
     """Add ``v`` drawn from [-delta, delta) to every pixel (computed in float32)."""
 
     def __init__(self, delta: float, clip: bool = True) -> None:
@@ -79,8 +84,11 @@ class Brightness(PhotometricAugmentor):
         out = np.add(img, np.float32(v), dtype=np.float32)
         return finish(out, img.dtype, self.clip)
 
+    def _colour_affine(self, v: Any, mean: Any) -> Affine:
+        return affine_scale(1.0, [np.float32(v)] * 3)
 
-class BrightnessScale(PhotometricAugmentor):
+
+class BrightnessScale(AffineColourAugmentor):
     """Multiply every pixel by ``v`` drawn from ``range`` (computed in float32)."""
 
     def __init__(self, range: tuple[float, float], clip: bool = True) -> None:
@@ -94,8 +102,11 @@ class BrightnessScale(PhotometricAugmentor):
         out = np.multiply(img, np.float32(v), dtype=np.float32)
         return finish(out, img.dtype, self.clip)
 
+    def _colour_affine(self, v: Any, mean: Any) -> Affine:
+        return affine_scale(np.float32(v))
 
-class Contrast(PhotometricAugmentor):
+
+class Contrast(AffineColourAugmentor):
     """``x * r + mean * (1 - r)`` with ``r`` drawn from ``factor_range``.
 
     The mean is that of the grey image (BGR, or RGB with ``rgb=True``) when ``rgb`` is not None, of
@@ -103,6 +114,8 @@ class Contrast(PhotometricAugmentor):
     via cv2); the reference's float32 per-channel means drifted by ~1e-5 relative on large images.
     An HxWx1 image is its own grey image: with ``rgb`` set it uses its mean (the reference failed).
     """
+
+    needs_mean = True
 
     def __init__(self, factor_range: tuple[float, float], rgb: bool | None = None, clip: bool = True) -> None:
         super().__init__()
@@ -131,6 +144,13 @@ class Contrast(PhotometricAugmentor):
         else:
             out += offset
         return finish(out, img.dtype, self.clip)
+
+    def _colour_affine(self, r: Any, mean: Any) -> Affine:
+        r = float(np.float32(r))
+        if self.rgb is not None:
+            grey = sum(w * m for w, m in zip(grey_weights(bool(self.rgb)), mean, strict=True))
+            mean = (grey, grey, grey)
+        return affine_scale(r, [m * (1 - r) for m in mean])
 
 
 class MeanVarianceNormalize(PhotometricAugmentor):
@@ -242,7 +262,7 @@ class Clip(PhotometricAugmentor):
         return np.clip(img, self.min, self.max)
 
 
-class Saturation(PhotometricAugmentor):
+class Saturation(AffineColourAugmentor):
     """``x * v + grey * (1 - v)`` with ``v = 1 + U(-alpha, alpha)`` (as fb.resnet.torch).
 
     Needs HxWx3 uint8 or float32 input; the grey image is BGR's (RGB's with ``rgb=True``).
@@ -270,8 +290,11 @@ class Saturation(PhotometricAugmentor):
         out += cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR)  # grey in all three channels: faster than broadcasting
         return finish(out, img.dtype, self.clip)
 
+    def _colour_affine(self, v: Any, mean: Any) -> Affine:
+        return affine_blend(np.float32(v), grey_weights(self.rgb))
 
-class Lighting(PhotometricAugmentor):
+
+class Lighting(AffineColourAugmentor):
     """AlexNet's PCA lighting noise (as fb.resnet.torch): add ``eigvec @ (a * eigval)`` to every pixel,
     with ``a ~ N(0, std^2)`` per component.
 
@@ -294,12 +317,17 @@ class Lighting(PhotometricAugmentor):
         require_image(img, "Lighting", channels=(3,))
         return (self.rng.randn(3) * self.std).astype(np.float32)
 
+    def _shift(self, v: Any) -> np.ndarray:
+        weights = (np.asarray(v, dtype=np.float32) * self.eigval).reshape((3, 1))
+        return np.dot(self.eigvec, weights).reshape((3,))
+
     def _augment(self, img: np.ndarray, v: Any) -> np.ndarray:
         require_image(img, "Lighting", channels=(3,))
-        weights = (np.asarray(v, dtype=np.float32) * self.eigval).reshape((3, 1))
-        shift = np.dot(self.eigvec, weights).reshape((3,))
-        out = add_per_channel(img, shift, work_dtype(img.dtype))
+        out = add_per_channel(img, self._shift(v), work_dtype(img.dtype))
         return finish(out, img.dtype, self.clip)
+
+    def _colour_affine(self, v: Any, mean: Any) -> Affine:
+        return affine_scale(1.0, self._shift(v).tolist())
 
 
 class MinMaxNormalize(PhotometricAugmentor):

@@ -21,6 +21,8 @@ def _check_augmentor(aug: Any, who: str) -> None:
 class Identity(ImageAugmentor):
     """Leave the image unchanged."""
 
+    colour_affine = True  # nothing to draw, and a colour run passes over it
+
     def get_transform(self, img: np.ndarray) -> BaseTransform:
         return NoOpTransform()
 
@@ -32,6 +34,10 @@ class RandomApplyAug(ImageAugmentor):
         super().__init__()
         _check_augmentor(aug, "RandomApplyAug")
         self._init(locals())
+
+    @property
+    def colour_affine(self) -> bool:  # type: ignore[override]
+        return self.aug.colour_affine
 
     def get_transform(self, img: np.ndarray) -> BaseTransform:
         if self.rng.rand() < self.prob:
@@ -68,6 +74,10 @@ class RandomChooseAug(ImageAugmentor):
         self._init(locals())
         self._augs, self._prob = augs, prob / prob.sum()
 
+    @property
+    def colour_affine(self) -> bool:  # type: ignore[override]
+        return all(a.colour_affine for a in self._augs)
+
     def get_transform(self, img: np.ndarray) -> BaseTransform:
         idx = self.rng.choice(len(self._augs), p=self._prob)
         return self._augs[idx].get_transform(img)
@@ -82,6 +92,7 @@ class RandomOrderAug(ImageAugmentor):
     """Apply every augmentor of ``aug_lists`` in a random order.
 
     All transforms are drawn from the input image, so the augmentors should keep the image shape.
+    Colour augmentors among them go in one pass on float32 pixels (:mod:`.colour_matrix`).
     """
 
     def __init__(self, aug_lists: Sequence[ImageAugmentor]) -> None:
@@ -89,6 +100,10 @@ class RandomOrderAug(ImageAugmentor):
         for a in aug_lists:
             _check_augmentor(a, "RandomOrderAug")
         self._init(locals())
+
+    @property
+    def colour_affine(self) -> bool:  # type: ignore[override]
+        return all(a.colour_affine for a in self.aug_lists)
 
     def get_transform(self, img: np.ndarray) -> BaseTransform:
         tfms = [a.get_transform(img) for a in self.aug_lists]

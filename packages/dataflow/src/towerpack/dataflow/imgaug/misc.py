@@ -27,6 +27,8 @@ _RESIZE_TRIES = 50
 class Flip(ImageAugmentor):
     """Mirror the image left-right (``horiz``) or upside down (``vert``) with probability ``prob``."""
 
+    draws_from_shape = True
+
     def __init__(self, horiz: bool = False, vert: bool = False, prob: float = 0.5) -> None:
         super().__init__()
         if horiz and vert:
@@ -45,6 +47,8 @@ class Flip(ImageAugmentor):
 class Resize(ImageAugmentor):
     """Resize to a fixed ``shape``: an int (square) or ``(h, w)``."""
 
+    draws_from_shape = True
+
     def __init__(self, shape: Any, interp: int = cv2.INTER_LINEAR) -> None:
         super().__init__()
         shape = shape2d(shape, "Resize shape")
@@ -57,6 +61,8 @@ class Resize(ImageAugmentor):
 
 class ResizeShortestEdge(ImageAugmentor):
     """Resize so that the shorter side is ``size``, keeping the aspect ratio (long side rounded)."""
+
+    draws_from_shape = True
 
     def __init__(self, size: int, interp: int = cv2.INTER_LINEAR) -> None:
         super().__init__()
@@ -84,6 +90,8 @@ class RandomResize(ImageAugmentor):
     (``yrange`` unused); otherwise x and y are drawn independently until the aspect ratio changes by
     less than the threshold (after 50 failures the size is kept, with a warning).
     """
+
+    draws_from_shape = True
 
     def __init__(
         self,
@@ -149,6 +157,8 @@ def _range_kind(value: Any, name: str) -> bool:
 
 class Transpose(ImageAugmentor):
     """Swap rows and columns (HxW becomes WxH) with probability ``prob``."""
+
+    draws_from_shape = True
 
     def __init__(self, prob: float = 0.5) -> None:
         super().__init__()
