@@ -213,7 +213,7 @@ def main() -> int:
         ]
         for case, ours, baseline in rows:
             line = {"benchmark": "elastic", "case": case, "ours": round(ours, 3), "baseline": baseline,
-                    "unit": "s", "ratio": round(ours / baseline, 3), "goal": "<= 1.0"}  # fmt: skip
+                    "unit": "s", "ratio": round(ours / baseline, 3), "goal": 1.0}  # fmt: skip
             print("RESULT " + json.dumps(line))
     return 0
 

@@ -35,6 +35,9 @@ def parse_results(output: str) -> list[dict]:
             missing = [k for k in KEYS if k not in record]
             if missing:
                 raise ValueError(f"RESULT line lacks {missing}: {line}")
+            goal = record["goal"]
+            if goal is not None and (isinstance(goal, bool) or not isinstance(goal, (int, float))):
+                raise ValueError(f"RESULT goal must be a number or null: {line}")
             results.append(record)
     return results
 

@@ -35,6 +35,12 @@ def test_parse_and_table():
     assert table[3].split() == ["x", "start", "2", "4", "s", "0.500", "-"]
 
 
+def test_a_goal_that_is_not_a_number_is_an_error():
+    line = 'RESULT {"benchmark": "x", "case": "c", "ours": 1, "baseline": 1, "unit": "s", "ratio": 1, '
+    with pytest.raises(ValueError, match="goal must be a number or null"):
+        bench.parse_results(line + '"goal": "<= 1.0"}')
+
+
 def test_malformed_result_line_is_an_error():
     with pytest.raises(ValueError, match="lacks"):
         bench.parse_results('RESULT {"benchmark": "x", "case": "c"}')
