@@ -11,10 +11,16 @@ directory), read shuffled and batched by 32 through 2 worker processes (MultiPro
 each worker reading its half of every epoch), against reading the same file sequentially in
 this process. Datapoints (images) per second; reported, no goal.
 
-    python benchmarks/dataflow_transport.py [--quick] [--trials N] [--case a|b|lmdb]
+    python benchmarks/dataflow_transport.py [--quick] [--trials N] [--case a|b|lmdb|session]
 
-Trials alternate between the contenders; each contender's best trial counts (the best is the
-least disturbed by other work on the machine). Prints throughput and the ratio ours / raw;
+Case (session): the same server path with case (b)'s datapoints made from a resumable dataset
+(rows of an in-memory array, batched by 64 in the server), read by a consumer that is not in an
+exact-resume session against one that is (the server tags every item with its position, every
+datapoint carries its items' tags, docs/data_servers.md); pairs of runs back to back, the order
+alternating; the median of the pairs' ratios counts. Goal: on / off >= 0.95.
+
+In the other cases trials alternate between the contenders; each contender's best trial counts
+(the best is the least disturbed by other work on the machine). Prints throughput and the ratio ours / raw;
 always exits 0.
 """
 
@@ -25,6 +31,7 @@ import json
 import multiprocessing as mp
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +49,7 @@ from towerpack.dataflow import (
     MultiProcessRunnerZMQ,
     RemoteDataZMQ,
 )
+from towerpack.dataflow.dataset.base import ArrayDataset
 
 CASES = {
     "a": {"shapes": [[32, 224, 224, 3], [32]], "dtypes": ["uint8", "int32"], "n": 300, "warmup": 20},
@@ -64,7 +72,24 @@ def make_b() -> FakeData:
     return FakeData(c["shapes"], size=10_000, random=False, dtype=c["dtypes"])
 
 
+class Rows(ArrayDataset):
+    """Case (b)'s rows (float32 [784], int64) in a shuffled (seed, epoch) order: a resumable source."""
+
+    _columns = ("x", "y")
+
+    def __init__(self, n: int = 10_000):
+        self.x = np.random.RandomState(0).rand(n, 784).astype("float32")
+        self.y = np.arange(n, dtype="int64")
+        self._init_order(True, training=True)
+
+
+def make_rows() -> BatchData:
+    return BatchData(Rows(), CASES["b"]["shapes"][0][0])
+
+
 FACTORIES = {"a": make_a, "b": make_b}
+#: The session case's goal: a consumer in an exact-resume session against one that is not.
+SESSION_GOAL = 0.95
 
 
 def nbytes(case: str) -> int:
@@ -146,7 +171,9 @@ def runner(case: str, n: int, warmup: int) -> float:
         df.close()
 
 
-def server(case: str, n: int, warmup: int) -> float:
+def server(case: str, n: int, warmup: int, session: bool = False) -> float:
+    """Datapoints/s from a ``dataflow serve`` of ``make_<case>``; ``session``: the consumer joins the
+    server as the one rank of an exact-resume job."""
     addr = free_tcp()
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
@@ -166,6 +193,9 @@ def server(case: str, n: int, warmup: int) -> float:
             if "consumers connected" in line:
                 break
         df = RemoteDataZMQ(addr, hwm=HWM, timeout=30)
+        if session:
+            df.start_session(None, rank=0, world_size=1)
+            df.set_session_key((1, 2))
         df.reset_state()
         try:
             return _consume(df, n, warmup)
@@ -217,6 +247,20 @@ def lmdb_case(quick: bool, trials: int) -> tuple:
     return max(par), max(seq)
 
 
+def session_case(quick: bool, trials: int) -> tuple[float, float, float]:
+    """Median datapoints/s through a server of resumable rows in a session and not, and the median of
+    the ratios of pairs run back to back (the order alternates): a machine shared with other work
+    moves whole runs by more than the difference measured."""
+    c = CASES["b"]
+    n = c["n"] // 3 if quick else 2 * c["n"]
+    on, off = [], []
+    for i in range(2 * trials):
+        for session in (False, True) if i % 2 == 0 else (True, False):
+            (on if session else off).append(server("rows", n, c["warmup"], session=session))
+    ratio = statistics.median(a / b for a, b in zip(on, off, strict=True))
+    return statistics.median(on), statistics.median(off), ratio
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages and one trial")
@@ -224,7 +268,7 @@ def main() -> None:
         "--trials", type=int, default=None, help="trials per measurement (default 5, quick 2)"
     )
     parser.add_argument(
-        "--case", choices=[*sorted(CASES), "lmdb"], action="append", help="run only this case"
+        "--case", choices=[*sorted(CASES), "lmdb", "session"], action="append", help="run only this case"
     )
     args = parser.parse_args()
     trials = args.trials or (2 if args.quick else 5)
@@ -232,7 +276,10 @@ def main() -> None:
     lmdb = None
     if args.case is None or "lmdb" in args.case:
         lmdb = lmdb_case(args.quick, trials)
-    for case in [c for c in (args.case or sorted(CASES)) if c != "lmdb"]:
+    session = None
+    if args.case is None or "session" in args.case:
+        session = session_case(args.quick, trials)
+    for case in [c for c in (args.case or sorted(CASES)) if c not in ("lmdb", "session")]:
         c = CASES[case]
         n = c["n"] // 3 if args.quick else c["n"]
         warmup = c["warmup"]
@@ -264,6 +311,13 @@ def main() -> None:
             f"lmdb  images.lmdb  2 workers {par:.1f} images/s, 1 process sequential {seq:.1f} images/s, "
             f"ratio {par / seq:.2f}"
         )
+    if session is not None:
+        on, off, ratio = session
+        flag = "" if ratio >= SESSION_GOAL else "  below goal"
+        print(
+            f"session  server, exact-resume session {on:.1f} dp/s, not in one {off:.1f} dp/s (medians), "
+            f"median ratio of {2 * trials} pairs {ratio:.3f} (goal {SESSION_GOAL}){flag}"
+        )
     print(f"\n(best of {trials} interleaved trials each; machine: {os.cpu_count()} CPUs)")
     for case, _, ours, base, r_ours, r_base, _, ratio, goal in rows:
         result = {
@@ -281,6 +335,15 @@ def main() -> None:
             "ours": round(par, 1),
         }
         result.update(baseline=round(seq, 1), unit="datapoints/s", ratio=round(par / seq, 3), goal=None)
+        print("RESULT " + json.dumps(result))
+    if session is not None:
+        on, off, ratio = session
+        result = {
+            "benchmark": "dataflow_transport",
+            "case": "b server in a session vs not",
+            "ours": round(on, 2),
+        }
+        result.update(baseline=round(off, 2), unit="datapoints/s", ratio=round(ratio, 3), goal=SESSION_GOAL)
         print("RESULT " + json.dumps(result))
 
 

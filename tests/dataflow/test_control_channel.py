@@ -26,9 +26,13 @@ from towerpack.dataflow.control import (
     Credit,
     EpochEnd,
     Hello,
+    Join,
+    Joined,
     Kind,
     NoResult,
     Ping,
+    Refused,
+    Rejoin,
     Window,
     WorkerFailed,
     WorkerStarted,
@@ -46,6 +50,10 @@ SAMPLES = {
     Kind.WINDOW: Window(size=40),
     Kind.HELLO: Hello(),
     Kind.PING: Ping(),
+    Kind.JOIN: Join(key="00a0", rank=1, world=2, start="", taken=b"\x01" * 16, done=3),
+    Kind.JOINED: Joined(generation=9, size=240),
+    Kind.REJOIN: Rejoin(),
+    Kind.REFUSED: Refused(reason="superseded by a newer job"),
 }
 
 

@@ -10,6 +10,7 @@ from towerpack.dataflow import (
     BatchData,
     DataFlow,
     DataFromList,
+    IndexedList,
     LocallyShuffleData,
     MultiProcessRunnerZMQ,
     PositionTracker,
@@ -105,10 +106,12 @@ def test_an_empty_input_raises_instead_of_spinning():
         next(iter(df))
 
 
-def test_exact_resume_refuses_it_in_both_modes():
+def test_exact_resume_tracks_it_with_tags_and_refuses_to_replay_it():
     for exact in (False, True):
-        with pytest.raises(PositionUnsupportedError, match="LocallyShuffleData"):
-            PositionTracker.of(BatchData(LocallyShuffleData(Passes(8), 4, exact_epochs=exact), 2))
+        items = IndexedList([[np.int64(i)] for i in range(8)], rank=0, world_size=1)
+        tracker = PositionTracker.of(BatchData(LocallyShuffleData(items, 4, exact_epochs=exact), 2))
+        with pytest.raises(PositionUnsupportedError, match="LocallyShuffleData cannot be replayed"):
+            tracker.start(None)  # replaying (tests/dataflow/test_position_tags.py resumes it with tags)
 
 
 @pytest.mark.multiprocess

@@ -21,17 +21,14 @@ from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.mapping import MapData
 from towerpack.dataflow.parallel import MultiProcessRunnerZMQ, MultiThreadRunner
 from towerpack.dataflow.parallel_map import MultiProcessMapDataZMQ
-from towerpack.dataflow.position import (
-    DataPosition,
-    PositionUnsupportedError,
-    Units,
-    leftover_runs,
-    round_robin_counts,
-    unit_runs,
-)
-from towerpack.dataflow.position_tracker import PositionTracker
+from towerpack.dataflow.position import DataPosition, PositionUnsupportedError, round_robin_counts
+from towerpack.dataflow.position_split import Units, leftover_runs, unit_runs
+from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
 from towerpack.dataflow.reader import DatasetReader, _shuffle_buffer, buffer_emissions
+from towerpack.dataflow.remote import RemoteDataZMQ
+from towerpack.dataflow.shard import ShardData
 from towerpack.dataflow.sharding import Remainder, Shard
+from towerpack.dataflow.sources import DataFromList, FakeData
 from towerpack.dataflow.workers import DataFlowWorkerError
 
 
@@ -427,7 +424,10 @@ import numpy as np
 from towerpack.dataflow.dataset.mnist import Mnist
 from towerpack.dataflow.parallel import MultiProcessRunnerZMQ
 from towerpack.dataflow.position import DataPosition
-from towerpack.dataflow.position_tracker import PositionTracker
+from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
+from towerpack.dataflow.remote import RemoteDataZMQ
+from towerpack.dataflow.shard import ShardData
+from towerpack.dataflow.sources import DataFromList, FakeData
 ds = Mnist("train", dir=sys.argv[1], rank=0, world_size=1, remainder="uneven")
 index = {{ds.images[i].tobytes(): i for i in range(40)}}
 df = MultiProcessRunnerZMQ(ds, 2, start_method="spawn")
@@ -459,15 +459,34 @@ def _generator() -> Iterator[list[int]]:
 @pytest.mark.parametrize(
     ("make", "stage"),
     [
-        (lambda: LocallyShuffleData(Ids(10), 4), "LocallyShuffleData"),
         (lambda: BatchData(FixedSizeData(Ids(10), 5), 2), "FixedSizeData"),
-        (lambda: MultiProcessMapDataZMQ(Ids(10), 2, lambda dp: dp, strict=True), "MultiProcessMapDataZMQ"),
         (lambda: MultiProcessRunnerZMQ(MultiProcessRunnerZMQ(Ids(10), 2), 2), "a runner"),
+        (
+            lambda: BatchData(ShardData(DataFromList([[1]] * 4)), 2),
+            r"ShardData is not supported: .* shards itself",
+        ),
     ],
 )
 def test_stages_that_break_the_order_are_named(make, stage):
     with pytest.raises(PositionUnsupportedError, match=f"exact data position: .*{stage}"):
         PositionTracker.of(make())
+
+
+@pytest.mark.parametrize(
+    ("make", "stage"),
+    [
+        (lambda: LocallyShuffleData(Ids(10), 4), "LocallyShuffleData"),
+        (lambda: MultiProcessMapDataZMQ(Ids(10), 2, lambda dp: dp, strict=True), "MultiProcessMapDataZMQ"),
+        (
+            lambda: BatchData(RemoteDataZMQ("ipc:///nonexistent/position-test"), 2),
+            r"RemoteDataZMQ .*`dataflow serve`",
+        ),
+    ],
+)
+def test_stages_that_need_tags_are_not_replayed(make, stage):
+    tracker = PositionTracker.of(make())  # tracked with tags: tests/dataflow/test_position_tags.py
+    with pytest.raises(PositionUnsupportedError, match=f"exact data position: {stage}.* cannot be replayed"):
+        tracker.start(None, PositionMode.REPLAY)
 
 
 def test_a_source_of_unknown_order_is_named():
@@ -477,11 +496,19 @@ def test_a_source_of_unknown_order_is_named():
         PositionTracker.of(BatchData(DataFromGenerator(_generator), 1))
 
 
-def test_data_servers_are_refused_by_name():
-    from towerpack.dataflow.remote import RemoteDataZMQ
-
-    with pytest.raises(PositionUnsupportedError, match=r"RemoteDataZMQ .*`dataflow serve` servers"):
-        PositionTracker.of(BatchData(RemoteDataZMQ("ipc:///nonexistent/position-test"), 2))
+@pytest.mark.parametrize(
+    ("make", "advice"),
+    [
+        (
+            lambda: DataFromList([[1], [2]]),
+            r"DataFromList is not supported: .* Use IndexedList\(lst, shuffle=...\)",
+        ),
+        (lambda: FakeData([[2]], 4), r"FakeData is not supported: it draws new values .* exact_resume"),
+    ],
+)
+def test_generator_sources_say_how_to_make_them_resumable(make, advice):
+    with pytest.raises(PositionUnsupportedError, match=advice):
+        PositionTracker.of(BatchData(make(), 1))
 
 
 def test_an_unsharded_source_in_several_workers_is_refused():

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from towerpack.dataflow import BatchData, DataFromList, MultiProcessRunnerZMQ
+from towerpack.dataflow import BatchData, DataFromList, MultiProcessMapDataZMQ, MultiProcessRunnerZMQ
 from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.position import DataPosition, PositionUnsupportedError
 from towerpack.dataflow.position_tracker import PositionTracker
@@ -411,6 +411,32 @@ def test_a_record_that_contradicts_its_checkpoint_is_an_error(tmp_path):
 def test_a_dataflow_that_cannot_track_its_position_is_named(tmp_path):
     df = BatchData(DataFromList([[i] for i in range(8)], shuffle=False), 2)
     with pytest.raises(PositionUnsupportedError, match="DataFromList"):
+        _train_here(tmp_path / "log", df=df, max_epoch=1, exact_resume=True)
+
+
+def test_records_of_format_1_still_load(tmp_path):
+    record = ResumeRecord(TrainerPosition(7, 2, 3, 12), DataPosition(2, 48, ((0, 12),)), 1, 2, True)
+    obj = record.to_json()
+    assert obj["format"] == 2
+    obj["format"] = 1  # what the version before later epochs wrote: the same fields
+    (tmp_path / "model-7.position.json").write_text(json.dumps(obj))
+    assert ResumeRecord.read(str(tmp_path / "model-7")) == record
+    obj["format"] = 3
+    (tmp_path / "model-7.position.json").write_text(json.dumps(obj))
+    with pytest.raises(
+        ValueError, match=r"not a resume record of a format this version reads \(\(1, 2\), got 3\)"
+    ):
+        ResumeRecord.read(str(tmp_path / "model-7"))
+
+
+def test_ranks_without_an_all_reduce_refuse_a_pipeline_in_completion_order(tmp_path, monkeypatch):
+    # SimpleTrainer in 2 processes shares nothing: the chief must replay the other rank's stream.
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    df = BatchData(MultiProcessMapDataZMQ(Items(N_ITEMS), 2, lambda dp: dp), BATCH)
+    with pytest.raises(
+        PositionUnsupportedError, match=r"MultiProcessMapDataZMQ .* cannot be replayed; it needs tag mode"
+    ):
         _train_here(tmp_path / "log", df=df, max_epoch=1, exact_resume=True)
 
 

@@ -30,6 +30,7 @@ from .common import (
 )
 from .file_errors import DatasetFormatError
 from .hdf5_format import HDF5Data
+from .ledger import Ledger
 from .lmdb_format import LMDBData, LMDBDataDecoder
 from .mapping import MapData, MapDataComponent, SelectComponent
 from .mixing import RandomChooseData, RandomMixData
@@ -52,7 +53,7 @@ from .parallel_map import (
 )
 from .placement import Launcher, Placement, PlacementError, Role, placement
 from .position import DataPosition, PositionUnsupportedError
-from .position_tracker import PositionTracker
+from .position_tracker import PositionMode, PositionTracker
 from .printing import PrintData
 from .reader import DatasetReader
 from .remote import RemoteDataZMQ
@@ -75,6 +76,7 @@ _LAZY = {
     "AugmentImageComponents": ".image",
     "AugmentImageCoordinates": ".image",
     "ImageFromFile": ".image",
+    "IndexedList": ".indexed_list",  # an IndexedDataset: loads the dataset package
 }
 
 
@@ -114,11 +116,13 @@ __all__ = [
     "HDF5Data",
     "HDF5Serializer",
     "ImageFromFile",
+    "IndexedList",
     "JoinData",
     "LMDBData",
     "LMDBDataDecoder",
     "LMDBSerializer",
     "Launcher",
+    "Ledger",
     "LengthUnknownError",
     "LocallyShuffleData",
     "MapData",
@@ -136,6 +140,7 @@ __all__ = [
     "NumpySerializer",
     "Placement",
     "PlacementError",
+    "PositionMode",
     "PositionTracker",
     "PositionUnsupportedError",
     "PrefetchData",

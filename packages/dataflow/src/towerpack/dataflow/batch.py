@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .base import DataFlow, ProxyDataFlow
+from .position_tags import join, join_all
 
 __all__ = ["BatchData", "BatchDataByShape", "aggregate_batch"]
 
@@ -67,6 +68,11 @@ class BatchData(ProxyDataFlow):
         use_list: keep components as Python lists instead of stacking them (for ragged data).
     """
 
+    #: Tag mode (see :mod:`towerpack.dataflow.position_tags`): as :class:`~towerpack.dataflow.MapData`'s.
+    _tagging = False
+    _tag: Any = None
+    _skipped: Any = None
+
     def __init__(
         self, ds: DataFlow, batch_size: int, remainder: bool = False, use_list: bool = False
     ) -> None:
@@ -83,6 +89,9 @@ class BatchData(ProxyDataFlow):
         return full + int(self.remainder and rest > 0)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._tagging:
+            yield from self._iter_tagged()
+            return
         holder: list[Any] = []
         for dp in self.ds:
             holder.append(dp)
@@ -91,6 +100,30 @@ class BatchData(ProxyDataFlow):
                 holder = []
         if self.remainder and holder:
             yield self._aggregate(holder)
+
+    def _iter_tagged(self) -> Iterator[Any]:
+        """As ``__iter__``; a batch's tag holds its items' keys (those of a dropped partial one go on)."""
+        src, size = self.ds, self.batch_size
+        holder: list[Any] = []
+        tags: list[Any] = []
+        for dp in src:
+            tags.append(src._tag)
+            holder.append(dp)
+            if len(holder) == size:
+                self._tag = self._keys(tags)
+                yield self._aggregate(holder)
+                holder, tags = [], []
+        if holder and self.remainder:
+            self._tag = self._keys(tags)
+            yield self._aggregate(holder)
+        elif holder:
+            self._skipped = join(self._skipped, join_all(tags))
+
+    def _keys(self, tags: list[Any]) -> Any:
+        keys = join_all(tags)
+        if self._skipped is not None:
+            keys, self._skipped = join(self._skipped, keys), None
+        return keys
 
     def _aggregate(self, dps: list[Any]) -> Any:
         return aggregate_batch(dps, self.use_list)
@@ -110,10 +143,12 @@ class BatchDataByShape(BatchData):
         super().__init__(ds, batch_size, remainder=False)
         self.idx = idx
         self._groups: defaultdict[tuple, list[Any]] = defaultdict(list)
+        self._group_tags: defaultdict[tuple, list[Any]] = defaultdict(list)  # tag mode
 
     def reset_state(self) -> None:
         super().reset_state()
         self._groups = defaultdict(list)
+        self._group_tags = defaultdict(list)
 
     @property
     def held_over(self) -> int:
@@ -121,9 +156,15 @@ class BatchDataByShape(BatchData):
         return sum(len(g) for g in self._groups.values())
 
     def __iter__(self) -> Iterator[Any]:
+        tagging = self._tagging
         for dp in self.ds:
-            group = self._groups[np.shape(dp[self.idx])]
+            shape = np.shape(dp[self.idx])
+            group = self._groups[shape]
             group.append(dp)
+            if tagging:
+                self._group_tags[shape].append(self.ds._tag)
             if len(group) == self.batch_size:
+                if tagging:
+                    self._tag = self._keys(self._group_tags.pop(shape))
                 yield self._aggregate(group)
                 group.clear()

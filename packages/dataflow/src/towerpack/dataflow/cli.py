@@ -101,9 +101,12 @@ def serve(
         raise CLIError(f"--hwm must be an integer from 1 to {MAX_WINDOW}, got {hwm!r}")
     if shard is not None:
         set_rank_info(*_parse_shard(shard))
-    df = load_factory(factory)
-    if workers:
-        df = MultiProcessRunnerZMQ(df, num_proc=int(workers), allow_pickle=allow_pickle)
+
+    def make() -> DataFlow:  # made again for every exact-resume job that joins (see data_servers.md)
+        df = load_factory(factory)
+        return MultiProcessRunnerZMQ(df, num_proc=int(workers), allow_pickle=allow_pickle) if workers else df
+
+    df = make()
     try:
         server = DataServer(
             df,
@@ -117,6 +120,7 @@ def serve(
             mark_epochs=bool(epochs),
             max_consumers=max_consumers,
             stats_every=stats,
+            factory=make,
         )
     except ValueError as e:
         raise CLIError(str(e)) from None

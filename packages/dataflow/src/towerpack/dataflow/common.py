@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,19 +32,23 @@ __all__ = [
 ]
 
 
-def repeat_forever(ds: DataFlow, mark_epochs: bool = False, allow_empty: bool = False) -> Iterator[Any]:
-    """Iterate ``ds`` again and again; an empty pass raises instead of spinning (unless ``allow_empty``).
+def repeat_forever(ds: DataFlow, mark_epochs: bool = False, allow_empty: bool | int = False) -> Iterator[Any]:
+    """Iterate ``ds`` again and again; an empty pass raises instead of spinning (unless ``allow_empty``:
+    True, or the number of empty passes in a row that may come, as at a resume that finds some epochs
+    it continues done).
 
     A pass that yields nothing but leaves more datapoints held over for later passes (by a stage
     such as ``BatchDataByShape`` whose groups fill up across passes) is progress, not an empty pass.
     With ``mark_epochs`` an :class:`EpochEnd` follows every pass.
     """
+    in_a_row = 0
     for epoch in itertools.count(1):
         empty, held = True, _held_over(ds)
         for dp in ds:
             empty = False
             yield dp
-        if empty and not allow_empty and _held_over(ds) <= held:
+        in_a_row = in_a_row + 1 if empty and _held_over(ds) <= held else 0
+        if in_a_row and (allow_empty is False or (allow_empty is not True and in_a_row > allow_empty)):
             raise RuntimeError(f"the dataflow {type(ds).__name__} produced no datapoints in an epoch")
         if mark_epochs:
             yield EpochEnd(epoch)
@@ -232,19 +236,38 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
     def __iter__(self) -> Iterator[Any]:
         if not hasattr(self, "rng"):
             raise RuntimeError("LocallyShuffleData: call reset_state() before iterating")
+        out = self._untag if self._tagging else iter
         if self.exact_epochs:
             buffer = _ShuffleBuffer()
-            yield from self._through(iter(self.ds), buffer)
+            yield from out(self._through(self._with_tags(iter(self.ds)), buffer))
             buffer.shuffle(self.rng)
-            yield from buffer.items
+            yield from out(buffer.items)
             return
         if self._source is None:
-            self._source = repeat_forever(self.ds)
+            self._source = self._with_tags(repeat_forever(self.ds, allow_empty=self._empty_passes))
         try:
-            yield from self._through(self._source, self._buffer)
+            yield from out(self._through(self._source, self._buffer))
         except Exception:
             self._source = None  # a failed input stream is finished: start it again next time
             raise
+
+    # Tag mode (see towerpack.dataflow.position_tags): the buffer holds (datapoint, tag) pairs. The
+    # items in it at a stop were not trained on, so a resumed source reads them again.
+    _tagging = False
+    _tag: Any = None
+    #: Empty passes of the input in a row that may come (a resume that finds epochs done).
+    _empty_passes: int | bool = False
+
+    def _with_tags(self, stream: Iterator[Any]) -> Iterator[Any]:
+        if not self._tagging:
+            return stream
+        ds = self.ds
+        return ((dp, ds._tag) for dp in stream)
+
+    def _untag(self, entries: Iterable[Any]) -> Iterator[Any]:
+        for dp, tag in entries:
+            self._tag = tag
+            yield dp
 
     def _through(self, source: Iterator[Any], buffer: _ShuffleBuffer) -> Iterator[Any]:
         """Feed ``source`` into ``buffer``, yielding what overflows it."""

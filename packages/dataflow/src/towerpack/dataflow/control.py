@@ -1,7 +1,8 @@
 """Control messages between dataflow processes: their kinds, typed fields, and wire encoding.
 
 Workers tell their runner that they started, failed, ended an epoch or mapped to nothing; data
-servers and remote consumers exchange credit, pings and epoch marks. Each message is a frozen
+servers and remote consumers exchange credit, pings and epoch marks, and the session messages of
+exact resume (:mod:`towerpack.dataflow.serve_session`). Each message is a frozen
 dataclass and travels as one wire-format header frame ``{"v": 1, "k": <Kind value>, <fields>}``
 (see :mod:`towerpack.dataflow.wire`) that no datapoint can be mistaken for: a datapoint's header
 has kind ``"dp"``, which is no :class:`Kind`. :func:`decode` checks the kind and every field (type,
@@ -25,10 +26,14 @@ __all__ = [
     "Credit",
     "EpochEnd",
     "Hello",
+    "Join",
+    "Joined",
     "Kind",
     "Message",
     "NoResult",
     "Ping",
+    "Refused",
+    "Rejoin",
     "Window",
     "WorkerFailed",
     "WorkerStarted",
@@ -52,6 +57,10 @@ class Kind(enum.Enum):
     WINDOW = "window"
     HELLO = "hello"
     PING = "ping"
+    JOIN = "join"
+    JOINED = "joined"
+    REJOIN = "rejoin"
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class _Spec:
     low: int = 0
     high: int = _MAX_INT
     optional: bool = False  # None is allowed
+    sparse: bool = False  # None is left out of the header (a field newer than the message)
 
     def check(self, kind: Kind, value: Any) -> None:
         if value is None and self.optional:
@@ -84,8 +94,12 @@ def _int(key: str, low: int = 0, high: int = _MAX_INT, optional: bool = False, *
     return dataclasses.field(metadata={"spec": _Spec(key, int, low, high, optional)}, **kw)
 
 
-def _text(key: str) -> Any:
-    return dataclasses.field(metadata={"spec": _Spec(key, str)})
+def _text(key: str, optional: bool = False, sparse: bool = False, **kw: Any) -> Any:
+    return dataclasses.field(metadata={"spec": _Spec(key, str, optional=optional, sparse=sparse)}, **kw)
+
+
+def _bytes(key: str) -> Any:
+    return dataclasses.field(metadata={"spec": _Spec(key, bytes)})
 
 
 _CLASSES: dict[Kind, type[Message]] = {}
@@ -141,10 +155,12 @@ class EpochEnd(Message, kind=Kind.EPOCH_END):
 
 @dataclass(frozen=True)
 class Credit(Message, kind=Kind.CREDIT):
-    """Consumer to producer: ``ack`` datapoints received, and/or the ``window`` it asks for."""
+    """Consumer to producer: ``ack`` datapoints received, and/or the ``window`` it asks for (with the
+    key of its exact-resume ``session``, if it is in one)."""
 
     ack: int = _int("ack", high=MAX_WINDOW, default=0)
     window: int | None = _int("set", high=MAX_WINDOW, optional=True, default=None)
+    session: str | None = _text("sess", optional=True, sparse=True, default=None)
 
 
 @dataclass(frozen=True)
@@ -164,11 +180,48 @@ class Ping(Message, kind=Kind.PING):
     """A producer checks that a consumer is still there (a failed send drops it)."""
 
 
+@dataclass(frozen=True)
+class Join(Message, kind=Kind.JOIN):
+    """Consumer to server, exact resume: rank ``rank`` of ``world`` of the job started as ``key`` starts
+    at ``start`` (a DataPosition's JSON, "" for the beginning) and has received the items ``taken``
+    (int64 ``(start, stop)`` key ranges, little-endian) in this session, of epochs ``done`` and later."""
+
+    key: str = _text("key")
+    rank: int = _int("rank")
+    world: int = _int("world", low=1)
+    start: str = _text("start")
+    taken: bytes = _bytes("taken")
+    done: int = _int("done", low=1, default=1)  # every epoch before it is trained on
+
+
+@dataclass(frozen=True)
+class Joined(Message, kind=Kind.JOINED):
+    """Server to consumer: the session is served from now on, by the pipeline of ``generation`` (every
+    datapoint says its generation), of a dataset of ``size`` items."""
+
+    generation: int = _int("generation", low=1)
+    size: int = _int("size")
+
+
+@dataclass(frozen=True)
+class Rejoin(Message, kind=Kind.REJOIN):
+    """Server to consumer: this server does not know the consumer in its session (it restarted): join."""
+
+
+@dataclass(frozen=True)
+class Refused(Message, kind=Kind.REFUSED):
+    """Server to consumer: the server will not serve it, and why."""
+
+    reason: str = _text("reason")
+
+
 def encode(msg: Message) -> list[bytes]:
     """The frames of ``msg``: one wire-format header."""
     header = {"v": VERSION, "k": msg.kind.value}
     for f in dataclasses.fields(msg):
-        header[f.metadata["spec"].key] = getattr(msg, f.name)
+        spec, value = f.metadata["spec"], getattr(msg, f.name)
+        if value is not None or not spec.sparse:
+            header[spec.key] = value
     return [msgpack.packb(header, use_bin_type=True)]
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .base import DataFlow, ProxyDataFlow
+from .position_tags import join
 
 __all__ = ["MapData", "MapDataComponent", "SelectComponent"]
 
@@ -16,15 +17,37 @@ class MapData(ProxyDataFlow):
     The length is the input's, which is only an upper bound when ``func`` may return ``None``.
     """
 
+    #: Tag mode (see :mod:`towerpack.dataflow.position_tags`): the tag of the datapoint yielded last,
+    #: and those of dropped ones, which go with the next.
+    _tagging = False
+    _tag: Any = None
+    _skipped: Any = None
+
     def __init__(self, ds: DataFlow, func: Callable[[Any], Any]) -> None:
         super().__init__(ds)
         self.func = func
 
     def __iter__(self) -> Iterator[Any]:
+        if self._tagging:
+            yield from self._iter_tagged()
+            return
         for dp in self.ds:
             out = self.func(dp)
             if out is not None:
                 yield out
+
+    def _iter_tagged(self) -> Iterator[Any]:
+        src, func = self.ds, self.func
+        for dp in src:
+            tag = src._tag
+            out = func(dp)
+            if out is None:
+                self._skipped = join(self._skipped, tag)
+                continue
+            if self._skipped is not None:
+                tag, self._skipped = join(self._skipped, tag), None
+            self._tag = tag
+            yield out
 
 
 class MapDataComponent(MapData):

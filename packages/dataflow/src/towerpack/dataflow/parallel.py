@@ -16,9 +16,10 @@ larger than each worker's share), the runner raises at its first iteration inste
 forever (:mod:`towerpack.dataflow.worker_shares`); a long wait for any other reason logs a warning
 (:mod:`towerpack.dataflow.stall`).
 
-In tracking mode (set by :class:`~towerpack.dataflow.position_tracker.PositionTracker`) the runners merge
-their workers strictly round-robin instead, so that the stream is deterministic; an iteration that
-was abandoned mid-epoch is continued, not drained, by the next one.
+Position tracking (:class:`~towerpack.dataflow.position_tracker.PositionTracker`): in tag mode the
+workers send every datapoint with its tag and the merge stays free; replaying, the runners merge
+their workers strictly round-robin instead, so that the stream is deterministic. Either way an
+iteration that was abandoned mid-epoch is continued, not drained, by the next one.
 """
 
 from __future__ import annotations
@@ -54,15 +55,28 @@ __all__ = [
 
 
 def _worker_stream(
-    ds: DataFlow, index: int, count: int, thread_only: bool = False, tracking: Tracking | None = None
+    ds: DataFlow,
+    index: int,
+    count: int,
+    thread_only: bool = False,
+    tracking: Tracking | None = None,
+    tagging: bool = False,
 ) -> Iterator[Any]:
-    """What a worker sends: :class:`WorkerStarted`, then datapoints with an EpochEnd after each pass."""
+    """What a worker sends: :class:`WorkerStarted`, then datapoints with an EpochEnd after each pass.
+
+    In tag mode a datapoint goes as ``[tag, datapoint]`` (see :mod:`towerpack.dataflow.position_tags`).
+    """
     set_worker_info(WorkerInfo(index, count), thread_only)
     ds.reset_state()
     length = dataflow_len(ds)
     yield WorkerStarted(length)
-    # A worker whose share of a small dataset is empty still marks its (empty) epochs.
-    stream = repeat_forever(ds, mark_epochs=True, allow_empty=length == 0 or tracking is not None)
+    # A worker whose share of a small dataset (or of a resumed epoch) is empty still marks its epochs.
+    tracked = tracking is not None or tagging
+    stream = repeat_forever(ds, mark_epochs=True, allow_empty=length == 0 or tracked)
+    if tagging:
+        for item in stream:
+            yield item if type(item) is EpochEnd else [ds._tag, item]
+        return
     if tracking is None:
         yield from stream
         return
@@ -141,6 +155,7 @@ def _runner_worker(
     hwm: int,
     allow_pickle: bool,
     tracking: Tracking | None = None,
+    tagging: bool = False,
 ) -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PUSH)
@@ -148,7 +163,7 @@ def _runner_worker(
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.connect(addrs[index])
     try:
-        for item in _worker_stream(ds, index, len(addrs), tracking=tracking):
+        for item in _worker_stream(ds, index, len(addrs), tracking=tracking, tagging=tagging):
             frames = control.encode(item) if isinstance(item, control.Message) else encode(item, allow_pickle)
             worker_send(sock, frames, watch)
     except Exception:
@@ -209,13 +224,16 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._epochs = _Epochs(num_proc)
         #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
         self._epoch_open = False
-        #: Set by a PositionTracker before reset_state: merge the workers strictly round-robin.
+        #: Set by a PositionTracker before reset_state: merge the workers strictly round-robin (replay),
+        #: or pass on the tags that come with the datapoints (tag mode).
         self._tracking: Tracking | None = None
+        self._tagging = False
+        self._tag: Any = None
         self._turns = _RoundRobin(num_proc)
 
     def reset_state(self) -> None:
         inbox = self._open_inbox(self.num_proc, self.hwm, "runner")
-        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle, self._tracking)
+        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle, self._tracking, self._tagging)
         self._start_workers(_runner_worker, [args] * self.num_proc)
 
     def __len__(self) -> int:
@@ -237,8 +255,9 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
             if not isinstance(msg, WorkerStarted):
                 raise DataFlowTerminated(f"{type(self).__name__}: worker {i} did not start as expected")
             lengths.append(msg.length)
+        tracked = self._tracking is not None or self._tagging
         try:
-            self._exact = plan_epochs(type(self).__name__, self.ds, lengths, self._tracking is not None)
+            self._exact = plan_epochs(type(self).__name__, self.ds, lengths, tracked)
         except ValueError as e:
             self._start_error = e
             self.close()  # the workers have nothing to send
@@ -247,7 +266,7 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
     def _exact_epoch(self) -> Iterator[Any]:
         """The datapoints until every worker has ended its pass (see the module docstring)."""
         self._epoch_open = True
-        epochs, recv = self._epochs, self._inbox.recv
+        epochs, recv, tagging = self._epochs, self._inbox.recv, self._tagging
         while True:
             i, msg = recv(epochs.active)
             if isinstance(msg, control.Message):
@@ -255,6 +274,8 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
                     self._epoch_open = False
                     return
                 continue
+            if tagging:
+                self._tag, msg = msg
             yield msg
 
     def _round_robin_epoch(self) -> Iterator[Any]:
@@ -278,18 +299,21 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
                 yield from self._round_robin_epoch()
                 return
             if self._exact:
-                if self._epoch_open:
+                if self._epoch_open and not self._tagging:
                     for _ in self._exact_epoch():  # what the last, abandoned iteration left of its epoch
                         pass
-                yield from self._exact_epoch()
+                yield from self._exact_epoch()  # (tag mode: an abandoned epoch is continued)
                 return
             size = dataflow_len(self.ds)
             produced = 0
+            tagging = self._tagging
             while size is None or produced < size:
                 _, msg = recv()
                 if isinstance(msg, control.Message):
                     continue
                 produced += 1
+                if tagging:
+                    self._tag, msg = msg
                 yield msg
 
 
@@ -345,6 +369,8 @@ class MultiThreadRunner(DataFlow):
         self._epoch_open = False  # as in MultiProcessRunnerZMQ
         self._held: list[list[Any]] = [[] for _ in range(num_thread)]
         self._tracking: Tracking | None = None  # as in MultiProcessRunnerZMQ
+        self._tagging = False
+        self._tag: Any = None
         self._turns = _RoundRobin(num_thread)
         self._num_prefetch = num_prefetch
         self._queues: list[queue.Queue] = []  # one per thread in tracking mode
@@ -364,7 +390,9 @@ class MultiThreadRunner(DataFlow):
 
     def _run(self, index: int) -> None:
         try:
-            stream = _worker_stream(self.dfs[index], index, self.num_thread, True, self._tracking)
+            stream = _worker_stream(
+                self.dfs[index], index, self.num_thread, True, self._tracking, self._tagging
+            )
             for item in stream:
                 if not self._put((index, item)):
                     return
@@ -424,10 +452,10 @@ class MultiThreadRunner(DataFlow):
             if self._exact is None:
                 self._handshake()
             if self._exact:
-                if self._epoch_open:
+                if self._epoch_open and not self._tagging:
                     for _ in self._iter_exact():  # what the last, abandoned iteration left of its epoch
                         pass
-                yield from self._iter_exact()
+                yield from self._iter_exact()  # (tag mode: an abandoned epoch is continued)
             else:
                 yield from self._iter_free()
 
@@ -444,7 +472,7 @@ class MultiThreadRunner(DataFlow):
             else:
                 self._held[index].append(item)
         try:
-            self._exact = plan_epochs(type(self).__name__, self.dfs[0], lengths, False)
+            self._exact = plan_epochs(type(self).__name__, self.dfs[0], lengths, self._tagging)
         except ValueError as e:
             self._start_error = e
             self.close()
@@ -459,6 +487,7 @@ class MultiThreadRunner(DataFlow):
 
     def _iter_exact(self) -> Iterator[Any]:
         self._epoch_open = True
+        tagging = self._tagging
         for index, item in self._items():
             if isinstance(item, WorkerStarted):
                 continue
@@ -468,6 +497,8 @@ class MultiThreadRunner(DataFlow):
                     self._release()
                     return
                 continue
+            if tagging:
+                self._tag, item = item
             yield item
 
     def _iter_round_robin(self) -> Iterator[Any]:
@@ -496,6 +527,8 @@ class MultiThreadRunner(DataFlow):
             if isinstance(item, WorkerStarted):
                 continue
             produced += 1
+            if self._tagging:
+                self._tag, item = item
             yield item
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from .base import DataFlow, DataFlowReentrantGuard, LengthUnknownError, ProxyDat
 from .batch import aggregate_batch
 from .common import repeat_forever
 from .control import NoResult
+from .position_tags import join, join_all
 from .process import ParentWatch
 from .stall import StallWatch, stall_warning_after
 from .wire import DEFAULT_LIMITS, WireLimits, decode, encode, set_receive_limit
@@ -58,6 +59,7 @@ def _map_worker(
     hwm: int,
     allow_pickle: bool,
     limits: WireLimits,
+    tagging: bool = False,
 ) -> None:
     ctx = zmq.Context()
     tasks = ctx.socket(zmq.PULL)
@@ -72,6 +74,11 @@ def _map_worker(
     try:
         while True:
             dp = decode(worker_recv(tasks, watch), allow_pickle, limits)
+            if tagging:  # [tag, datapoint] -> [tag, result], or [tag] for no result
+                tag, dp = dp
+                out = map_func(dp)
+                worker_send(results, encode([tag] if out is None else [tag, out], allow_pickle), watch)
+                continue
             out = map_func(dp)
             worker_send(results, _NO_RESULT if out is None else encode(out, allow_pickle), watch)
     except Exception:
@@ -126,6 +133,12 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._inflight = 0
         self._source: Iterator[Any] | None = None
 
+    #: Tag mode (see :mod:`towerpack.dataflow.position_tags`): tasks and results travel with their tags.
+    _tagging = False
+    _tag: Any = None
+    _skipped: Any = None
+    _empty_passes: int | bool = False
+
     def reset_state(self) -> None:
         hwm = self.buffer_size + 10
         inbox = self._open_inbox(1, hwm, "map-result")
@@ -134,10 +147,25 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._tasks = self._socket(zmq.PUSH)
         self._tasks.setsockopt(zmq.SNDHWM, hwm)
         self._tasks.bind(task_addr)
-        args = (self.map_func, task_addr, inbox.addrs[0], hwm, self.allow_pickle, self.limits)
+        args = (self.map_func, task_addr, inbox.addrs[0], hwm, self.allow_pickle, self.limits, self._tagging)
         self._start_workers(_map_worker, [args] * self.num_proc)
 
+    def _result(self, msg: Any) -> Any:
+        """A received result as the caller sees it (None: no result), its tag kept in tag mode."""
+        if not self._tagging:
+            return None if isinstance(msg, NoResult) else msg
+        if len(msg) == 1:
+            self._skipped = join(self._skipped, msg[0])
+            return None
+        tag, out = msg
+        if self._skipped is not None:
+            tag, self._skipped = join(self._skipped, tag), None
+        self._tag = tag
+        return out
+
     def _send(self, dp: Any) -> None:
+        if self._tagging:
+            dp = [self.ds._tag, dp]
         frames = encode(dp, self.allow_pickle)
         while not self._tasks.poll(200, zmq.POLLOUT):
             for i, p in enumerate(self._group.procs):
@@ -172,28 +200,35 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
                 self._send(dp)
             if not self._inflight:
                 return
-            out = self._recv()
-            if isinstance(out, NoResult):
+            out = self._result(self._recv())
+            if out is None:
                 _none_result(True)
             yield out
 
     def _iter_loose(self) -> Iterator[Any]:
         if self._source is None:
-            self._source = repeat_forever(self.ds)
+            self._source = repeat_forever(self.ds, allow_empty=self._empty_passes)
         size = dataflow_len(self.ds)
         produced = 0
         while size is None or produced < size:
             while self._inflight < self.buffer_size:
                 self._send(next(self._source))
-            out = self._recv()
-            if isinstance(out, NoResult):
+            out = self._result(self._recv())
+            if out is None:
                 continue
             produced += 1
             yield out
 
 
 def _dispatcher(
-    watch: ParentWatch, ds: DataFlow, task_addr: str, result_addr: str, hwm: int, allow_pickle: bool
+    watch: ParentWatch,
+    ds: DataFlow,
+    task_addr: str,
+    result_addr: str,
+    hwm: int,
+    allow_pickle: bool,
+    tagging: bool,
+    empty_passes: int | bool,
 ) -> None:
     ctx = zmq.Context()
     tasks = ctx.socket(zmq.PUSH)
@@ -202,8 +237,8 @@ def _dispatcher(
     tasks.bind(task_addr)
     try:
         ds.reset_state()
-        for dp in repeat_forever(ds):
-            worker_send(tasks, encode(dp, allow_pickle), watch)
+        for dp in repeat_forever(ds, allow_empty=empty_passes):  # tag mode: tasks are [tag, datapoint]
+            worker_send(tasks, encode([ds._tag, dp] if tagging else dp, allow_pickle), watch)
     except Exception:
         report = ctx.socket(zmq.PUSH)  # errors go where the parent reads
         report.connect(result_addr)
@@ -225,10 +260,12 @@ def _map_batch_process(
     hwm: int,
     allow_pickle: bool,
     limits: WireLimits,
+    tagging: bool = False,
+    empty_passes: int | bool = False,
 ) -> None:
     """Process 0 dispatches the input forever; the others map, batch and send batches."""
     if index == 0:
-        _dispatcher(watch, ds, task_addr, result_addr, hwm, allow_pickle)
+        _dispatcher(watch, ds, task_addr, result_addr, hwm, allow_pickle, tagging, empty_passes)
         return
     ctx = zmq.Context()
     tasks = ctx.socket(zmq.PULL)
@@ -242,13 +279,22 @@ def _map_batch_process(
     results.connect(result_addr)
     try:
         holder: list[Any] = []
+        tags: list[Any] = []  # tag mode: of the datapoints in the holder, and of dropped ones
         while True:
-            out = map_func(decode(worker_recv(tasks, watch), allow_pickle, limits))
+            dp = decode(worker_recv(tasks, watch), allow_pickle, limits)
+            if tagging:
+                tag, dp = dp
+                tags.append(tag)
+            out = map_func(dp)
             if out is None:
                 continue
             holder.append(out)
             if len(holder) == batch_size:
-                worker_send(results, encode(aggregate_batch(holder), allow_pickle), watch)
+                batch = aggregate_batch(holder)
+                if tagging:
+                    batch = [join_all(tags), batch]
+                    tags = []
+                worker_send(results, encode(batch, allow_pickle), watch)
                 holder = []
     except Exception:
         report_worker_error(results, index)
@@ -297,21 +343,29 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         )
         self._configure_workers(start_method, allow_pickle, limits, stall_warning)
 
+    #: Tag mode (see :mod:`towerpack.dataflow.position_tags`): a batch comes with its items' tags.
+    _tagging = False
+    _tag: Any = None
+    _empty_passes: int | bool = False
+
     def __len__(self) -> int:
         raise LengthUnknownError("MultiProcessMapAndBatchDataZMQ is endless and has no length")
 
     def reset_state(self) -> None:
         inbox = self._open_inbox(1, 4, "mapbatch-result")
         common = (self.ds, self.map_func, self.batch_size, ipc_address("mapbatch-task"), inbox.addrs[0])
-        args = (*common, self.buffer_size, self.allow_pickle, self.limits)
+        args = (*common, self.buffer_size, self.allow_pickle, self.limits, self._tagging, self._empty_passes)
         self._start_workers(_map_batch_process, [args] * (self.num_proc + 1))
 
     def __iter__(self) -> Iterator[Any]:
         with self._iterating():
             while True:
                 _, msg = self._inbox.recv()
-                if not isinstance(msg, control.Message):
-                    yield msg
+                if isinstance(msg, control.Message):
+                    continue
+                if self._tagging:
+                    self._tag, msg = msg
+                yield msg
 
 
 class MultiThreadMapData(ProxyDataFlow):
@@ -346,6 +400,11 @@ class MultiThreadMapData(ProxyDataFlow):
         self._stall = StallWatch(type(self).__name__, self._describe_threads, after)
         self._pending: deque[Future] = deque()
 
+    #: Tag mode (see :mod:`towerpack.dataflow.position_tags`): results keep their input's tag.
+    _tagging = False
+    _tag: Any = None
+    _skipped: Any = None
+
     def reset_state(self) -> None:
         super().reset_state()
         if self._pool is None:
@@ -358,16 +417,24 @@ class MultiThreadMapData(ProxyDataFlow):
         with self._guard:
             self._stall.restart()  # as in MultiProcessRunnerZMQ
             self._pending = pending = deque()
+            tags: deque[Any] = deque()  # tag mode: the tag of each pending call
+            tagging, src = self._tagging, self.ds
             try:
                 for dp in itertools.chain(self.ds, [None]):
                     if dp is not None:
                         pending.append(self._pool.submit(self.map_func, dp))
+                        if tagging:
+                            tags.append(src._tag)
                     while pending and (len(pending) >= self.buffer_size or dp is None):
                         out = self._result(pending[0])
                         pending.popleft()
+                        tag = tags.popleft() if tagging else None
                         if out is None:
                             _none_result(self.strict)
+                            self._skipped = join(self._skipped, tag)
                             continue
+                        if tagging:
+                            self._tag, self._skipped = join(self._skipped, tag), None
                         yield out
             finally:
                 for f in pending:

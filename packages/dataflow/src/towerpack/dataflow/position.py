@@ -1,45 +1,34 @@
-"""Exact data position: which items of an epoch a job has trained on, so that a resume continues it.
+"""Exact data position: what a checkpoint records of the data, and the sources that continue it.
 
-A checkpoint records a :class:`DataPosition`: the dataflow's epoch and the positions of that
-epoch's order already trained on. It is computed, by pure arithmetic, from one number: the
-datapoints this rank consumed since
-:meth:`~towerpack.dataflow.position_tracker.PositionTracker.start` (all ranks of a synchronous job
-consume the same number). That works because, in tracking mode, the rank's stream is a pure
-function of the epoch order (from ``(seed, epoch)``), what of the epoch is left, and the shard:
+A :class:`DataPosition` names the oldest epoch not finished, the positions of its order trained on,
+and those of later epochs already begun. A :class:`PositionSource` (the dataset readers) reads only
+what a position leaves of each epoch, split among ranks and workers by
+:mod:`towerpack.dataflow.position_split`; in tag mode it gives every item its key
+(:mod:`towerpack.dataflow.position_tags`), which is how a rank knows what it trained on.
 
-- a fresh epoch is split among ranks then workers as without tracking; what is left of a stopped
-  one (its positions in epoch order) is split the same way but in whole :class:`Units`: the items
-  one datapoint of a rank's pipeline takes, and of a worker's. So no worker gets a partial batch
-  that its pipeline would drop, and a resume at the layout of the stop reads what an
-  uninterrupted run would (when the fresh split gave whole units, as with ``n`` a multiple of
-  ranks x workers x batch);
-- each worker yields its part in a deterministic order (a reader's shuffle buffer is seeded per
-  worker, so it can be replayed on positions);
-- the runner merges its workers strictly round-robin (worker 0, 1, .., k-1, 0, ...; a worker that
-  has finished its part of the epoch is skipped).
-
-So the number of ranks, workers per rank and batch sizes may change between the stop and the
-resume: the next run splits what is left of the epoch its own way. The chief computes every
-rank's consumption from its own pipeline: all ranks must run the same one (workers, batch sizes).
+Replaying (for ranks that cannot share what they trained on, see
+:mod:`towerpack.dataflow.position_tracker`), one rank computes every rank's items from a count of
+datapoints: every worker yields its part in a deterministic order (a reader's shuffle buffer is
+seeded per worker, so it can be replayed on positions), the runner merges its workers strictly
+round-robin (:func:`round_robin_counts`), and batches turn counts of items into counts of
+datapoints (:func:`_up`, :func:`_down`); :class:`Tracking` checks in the workers that no stage drops
+or adds datapoints.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sharding import Remainder, Shard, _split, dataflow_tree
+import numpy as np
 
-__all__ = [
-    "DataPosition",
-    "PositionUnsupportedError",
-    "Units",
-    "leftover_runs",
-    "unit_runs",
-]
+from .position_split import Units, _complement, dropped_positions, fixed_runs, leftover_runs
+from .position_tags import KEY_SHIFT, join, keys_of
+from .sharding import Remainder, dataflow_tree
+
+__all__ = ["DataPosition", "PositionSource", "PositionUnsupportedError", "merge_ranges", "round_robin_counts"]
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -59,56 +48,89 @@ def merge_ranges(ranges: Iterable[tuple[int, int]]) -> Ranges:
     return tuple((a, b) for a, b in out)
 
 
-def _complement(ranges: Ranges, size: int) -> list[tuple[int, int]]:
-    free, pos = [], 0
-    for start, stop in ranges:
-        if start > pos:
-            free.append((pos, start))
-        pos = stop
-    if pos < size:
-        free.append((pos, size))
-    return free
+def _check_ranges(ranges: Ranges, size: int, what: str) -> Ranges:
+    ranges = tuple((int(a), int(b)) for a, b in ranges)
+    if merge_ranges(ranges) != ranges:
+        raise ValueError(
+            f"DataPosition: {what} must be sorted, disjoint, non-empty (start, stop) ranges, got {ranges}"
+        )
+    if ranges and (ranges[0][0] < 0 or ranges[-1][1] > size):
+        raise ValueError(f"DataPosition: {what} ranges {ranges[0]}..{ranges[-1]} lie outside [0, {size})")
+    return ranges
+
+
+def _ranges_of(value: Any, what: str) -> Ranges:
+    if not isinstance(value, list) or not all(
+        isinstance(r, (list, tuple)) and len(r) == 2 and all(type(v) is int for v in r) for r in value
+    ):
+        raise ValueError(f"DataPosition: {what!r} must be a list of [start, stop] int pairs, got {value!r}")
+    return tuple((a, b) for a, b in value)
 
 
 @dataclass(frozen=True)
 class DataPosition:
     """Where the data of a job stands: epoch ``epoch`` (from 1) of a dataset of ``size`` items, of
     which the positions in ``consumed`` (sorted, disjoint ``(start, stop)`` ranges of the epoch's
-    order) were trained on. ``DataPosition(1, n)`` is the start of training."""
+    order) were trained on. ``DataPosition(1, n)`` is the start of training.
+
+    ``later`` holds ``(epoch, ranges)`` of later epochs already begun, for pipelines that mix epochs
+    (an item of the next epoch trained on before the last ones of this one): a resume reads what is
+    left of ``epoch``, then what is left of each later one."""
 
     epoch: int
     size: int
     consumed: Ranges = field(default=())
+    later: tuple[tuple[int, Ranges], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if not isinstance(self.epoch, int) or self.epoch < 1:
             raise ValueError(f"DataPosition: epoch must be an int >= 1, got {self.epoch!r}")
         if not isinstance(self.size, int) or self.size < 0:
             raise ValueError(f"DataPosition: size must be an int >= 0, got {self.size!r}")
-        ranges = tuple((int(a), int(b)) for a, b in self.consumed)
-        if merge_ranges(ranges) != ranges:
-            raise ValueError(
-                "DataPosition: consumed must be sorted, disjoint, non-empty (start, stop) ranges, "
-                f"got {ranges}"
-            )
-        if ranges and (ranges[0][0] < 0 or ranges[-1][1] > self.size):
-            raise ValueError(
-                f"DataPosition: consumed ranges {ranges[0]}..{ranges[-1]} lie outside [0, {self.size})"
-            )
-        object.__setattr__(self, "consumed", ranges)
+        object.__setattr__(self, "consumed", _check_ranges(self.consumed, self.size, "consumed"))
+        later, last = [], self.epoch
+        for epoch, ranges in self.later:
+            if not isinstance(epoch, int) or epoch <= last:
+                raise ValueError(
+                    f"DataPosition: later epochs must be increasing ints after {self.epoch}, got {epoch!r}"
+                )
+            ranges = _check_ranges(ranges, self.size, f"epoch {epoch}'s")
+            if not ranges:
+                raise ValueError(f"DataPosition: later epoch {epoch} has no consumed ranges")
+            later.append((epoch, ranges))
+            last = epoch
+        object.__setattr__(self, "later", tuple(later))
 
     @classmethod
     def of(cls, epoch: int, size: int, positions: Iterable[tuple[int, int]]) -> DataPosition:
         """The position with ``positions`` (any ranges) consumed; a complete epoch is the next one's start."""
-        ranges = merge_ranges(positions)
-        if size and ranges == ((0, size),):
-            return cls(epoch + 1, size)
-        return cls(epoch, size, ranges)
+        return cls.of_epochs(size, {epoch: merge_ranges(positions)}, epoch)
+
+    @classmethod
+    def of_epochs(cls, size: int, epochs: dict[int, Ranges], first: int) -> DataPosition:
+        """The position with ``epochs[e]`` consumed of each epoch ``e >= first`` (earlier ones done):
+        it starts at the first epoch not complete."""
+        full = ((0, size),) if size else ()
+        epoch = first
+        while size and merge_ranges(epochs.get(epoch, ())) == full:
+            epoch += 1
+        later = tuple(
+            (e, merge_ranges(r)) for e, r in sorted(epochs.items()) if e > epoch and merge_ranges(r)
+        )
+        return cls(epoch, size, merge_ranges(epochs.get(epoch, ())), later)
 
     @property
     def count(self) -> int:
         """Items of the epoch consumed."""
         return sum(b - a for a, b in self.consumed)
+
+    def consumed_in(self, epoch: int) -> Ranges:
+        """The ranges consumed of ``epoch``: all of it before ``self.epoch``, nothing after the last begun."""
+        if epoch < self.epoch:
+            return ((0, self.size),) if self.size else ()
+        if epoch == self.epoch:
+            return self.consumed
+        return dict(self.later).get(epoch, ())
 
     def left(self) -> list[tuple[int, int]]:
         """The positions of the epoch not consumed yet, as ranges in epoch order."""
@@ -122,21 +144,34 @@ class DataPosition:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "size": self.size, "consumed": [list(r) for r in self.consumed]}
+        out: dict[str, Any] = {
+            "epoch": self.epoch,
+            "size": self.size,
+            "consumed": [list(r) for r in self.consumed],
+        }
+        if self.later:
+            out["later"] = [[e, [list(r) for r in ranges]] for e, ranges in self.later]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DataPosition:
-        if not isinstance(data, dict) or set(data) != {"epoch", "size", "consumed"}:
+        keys = {"epoch", "size", "consumed"}
+        if not isinstance(data, dict) or not keys <= set(data) <= keys | {"later"}:
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"DataPosition: expected the keys ['consumed', 'epoch', 'size'], got {got}")
-        consumed = data["consumed"]
-        if not isinstance(consumed, list) or not all(
-            isinstance(r, (list, tuple)) and len(r) == 2 and all(type(v) is int for v in r) for r in consumed
-        ):
             raise ValueError(
-                f"DataPosition: 'consumed' must be a list of [start, stop] int pairs, got {consumed!r}"
+                f"DataPosition: expected the keys ['consumed', 'epoch', 'size'] (and 'later'), got {got}"
             )
-        return cls(data["epoch"], data["size"], tuple((a, b) for a, b in consumed))
+        later = data.get("later", [])
+        if not isinstance(later, list) or not all(
+            isinstance(x, list) and len(x) == 2 and type(x[0]) is int for x in later
+        ):
+            raise ValueError(f"DataPosition: 'later' must be a list of [epoch, ranges] pairs, got {later!r}")
+        return cls(
+            data["epoch"],
+            data["size"],
+            _ranges_of(data["consumed"], "consumed"),
+            tuple((e, _ranges_of(r, f"later epoch {e}")) for e, r in later),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -148,84 +183,6 @@ class DataPosition:
         except json.JSONDecodeError as e:
             raise ValueError(f"DataPosition: not JSON: {e}") from None
         return cls.from_dict(data)
-
-
-@dataclass(frozen=True)
-class Units:
-    """Items one datapoint takes: ``rank`` of a rank's pipeline (the product of all its batch sizes),
-    ``worker`` of a worker's (the batch sizes inside the runner); ``rank`` is a multiple of ``worker``."""
-
-    rank: int = 1
-    worker: int = 1
-
-    def __post_init__(self) -> None:
-        if self.worker < 1 or self.rank % self.worker:
-            raise ValueError(f"Units: rank ({self.rank}) must be a multiple of worker ({self.worker}) >= 1")
-
-
-def unit_runs(n: int, shard: Shard, remainder: Remainder, units: Units = Units()) -> list[range]:
-    """The positions (of ``0..n-1``) ``shard`` reads, split as :meth:`Shard.runs` splits them but
-    in whole units: ranks get whole ``units.rank`` chunks, their workers whole ``units.worker`` ones.
-
-    What cannot be shared out evenly follows ``remainder``: ``DROP`` skips the last items (fewer than
-    ``world_size * units.rank``), ``PAD`` re-uses the first ones, ``UNEVEN`` gives the extra chunks
-    (and a last partial one) to the first ranks. With units of 1 this is ``shard.runs(n, remainder)``.
-    """
-    if n == 0:
-        return []
-    big, small = units.rank, units.worker
-    chunks = -(-n // big)
-    if remainder is Remainder.DROP:
-        per_rank = n // big // shard.world_size
-        start, length = shard.rank * per_rank * big, per_rank * big
-    elif remainder is Remainder.PAD:
-        per_rank = -(-chunks // shard.world_size)
-        start, length = shard.rank * per_rank * big, per_rank * big
-    else:
-        first, count = _split(0, chunks, shard.world_size, shard.rank)
-        start, length = first * big, max(0, min(count * big, n - first * big))
-    first, count = _split(0, -(-length // small), shard.num_workers, shard.worker)
-    start, length = start + first * small, max(0, min(count * small, length - first * small))
-    runs, pos, end = [], start, start + length
-    while pos < end:  # padding wraps around, more than once when n is small
-        at = pos % n
-        take = min(end - pos, n - at)
-        runs.append(range(at, at + take))
-        pos += take
-    return runs
-
-
-def leftover_runs(
-    size: int, consumed: Ranges, shard: Shard | None, remainder: Remainder, units: Units = Units()
-) -> list[range]:
-    """The positions of the epoch order that ``shard`` reads when ``consumed`` is already done.
-
-    What is left, in epoch order, is split by :func:`unit_runs` (padding re-uses the first
-    left-over positions); with nothing consumed this is ``shard.runs(size, remainder)``.
-    ``shard=None`` (a source that does not shard itself) reads all that is left.
-    """
-    free = _complement(consumed, size)
-    if shard is None:
-        return [range(a, b) for a, b in free]
-    if not consumed:
-        return shard.runs(size, remainder)
-    starts = [0]
-    for a, b in free:
-        starts.append(starts[-1] + b - a)
-    out: list[range] = []
-    for piece in unit_runs(starts[-1], shard, remainder, units):
-        pos = piece.start
-        while pos < piece.stop:  # map left-over indices to order positions, one free range at a time
-            j = bisect.bisect_right(starts, pos) - 1
-            a, b = free[j]
-            start = a + pos - starts[j]
-            take = min(b - start, piece.stop - pos)
-            if out and out[-1].stop == start:
-                out[-1] = range(out[-1].start, start + take)
-            else:
-                out.append(range(start, start + take))
-            pos += take
-    return out
 
 
 @dataclass(frozen=True)
@@ -267,8 +224,10 @@ class PositionSource:
     """Mixin of the sources whose epochs a :class:`PositionTracker` can continue mid-way.
 
     The source (a :class:`~towerpack.dataflow.sharding.SelfSharding` dataflow with an ``_epoch``
-    counter) reads ``_epoch_runs(n, _consumed(epoch))`` of each epoch's order; a source that yields
-    its runs in another order than theirs implements ``_emitted_positions(epoch, shard, runs, count)``.
+    counter) reads ``_epoch_runs(n, _consumed(epoch))`` of each epoch's order. Replaying, a source
+    that yields its runs in another order than theirs implements
+    ``_emitted_positions(epoch, shard, runs, count)``; in tag mode it yields its items through
+    :meth:`_tag_items` (or :meth:`_tag_pairs`), which gives each one its key.
     """
 
     _resume: DataPosition | None = None
@@ -276,10 +235,21 @@ class PositionSource:
     _units: Units | None = None
     #: Items read in the current (last) pass, for :meth:`Tracking.check_pass`.
     _items_read = 0
+    #: Tag mode: items carry their keys (see :mod:`towerpack.dataflow.position_tags`).
+    _tagging = False
+    #: Tag mode for data servers: a rank keeps its part of every whole epoch (see :func:`fixed_runs`).
+    _fixed = False
+    #: The tag of the item yielded last, and the keys of items passed over that go with the next one.
+    _tag: Any = None
+    _skipped: Any = None
 
-    def _start_at(self, position: DataPosition, units: Units) -> None:
+    def _start_at(
+        self, position: DataPosition, units: Units, tagging: bool = False, fixed: bool = False
+    ) -> None:
         self._resume = position
         self._units = units
+        self._tagging = tagging
+        self._fixed = fixed
         self._epoch = position.epoch - 1
 
     def _first_epoch(self) -> int:
@@ -287,15 +257,53 @@ class PositionSource:
         return self._resume.epoch - 1 if self._resume is not None else 0
 
     def _consumed(self, epoch: int) -> Ranges:
-        """What the start position says is consumed of ``epoch`` (nothing for later epochs)."""
+        """What the start position says is consumed of ``epoch``."""
         r = self._resume
-        return r.consumed if r is not None and r.epoch == epoch else ()
+        return r.consumed_in(epoch) if r is not None and epoch >= r.epoch else ()
 
     def _epoch_runs(self, size: int, consumed: Ranges) -> list[range]:
         """The positions of the epoch order this process reads, in reading order."""
         shard = self.shard() if self.shards_itself else None  # type: ignore[attr-defined]
         units = self._units or Units()
+        if self._fixed and shard is not None:
+            return fixed_runs(size, consumed, shard, self.remainder, units)  # type: ignore[attr-defined]
         return leftover_runs(size, consumed, shard, self.remainder, units)  # type: ignore[attr-defined]
+
+    def _dropped_keys(self, epoch: int, size: int) -> np.ndarray | None:
+        """Tag mode: the keys of the positions of ``epoch`` that no rank reads (``remainder="drop"``)."""
+        if not self.shards_itself or self.remainder is not Remainder.DROP:  # type: ignore[attr-defined]
+            return None
+        shard = self.shard()  # type: ignore[attr-defined]
+        consumed = () if self._fixed else self._consumed(epoch)
+        positions = dropped_positions(size, consumed, shard.world_size, (self._units or Units()).rank)
+        return keys_of(epoch, positions) if len(positions) else None
+
+    def _take_pending(self, epoch: int) -> Any:
+        """Tag mode, at the start of a pass over ``epoch``: the keys that go with its first item (those
+        passed over before, and those of the epoch no rank reads); the caller puts them back in
+        ``_skipped`` if the pass yields nothing."""
+        pending = join(self._skipped, self._dropped_keys(epoch, self._count()))  # type: ignore[attr-defined]
+        self._skipped = None
+        return pending
+
+    def _tag_items(self, epoch: int, positions: Iterable[int], items: Iterable[Any]) -> Iterator[Any]:
+        """``items``, the items at ``positions`` of ``epoch``'s order, each with its key as ``_tag``."""
+        return self._tag_pairs(epoch, zip(positions, items, strict=True))
+
+    def _tag_pairs(self, epoch: int, pairs: Iterable[tuple[int, Any]]) -> Iterator[Any]:
+        """The items of ``(position, item)`` pairs of ``epoch``'s order, each with its key as ``_tag``."""
+        base = epoch << KEY_SHIFT
+        pending = self._take_pending(epoch)
+        pairs = iter(pairs)
+        if pending is not None:
+            for pos, item in pairs:  # the first item takes the keys passed over
+                self._tag, pending = join(pending, base + pos), None
+                yield item
+                break
+        for pos, item in pairs:  # the hot loop: one key per item
+            self._tag = base + pos
+            yield item
+        self._skipped = join(self._skipped, pending)  # an empty pass: the next item takes them
 
 
 def round_robin_counts(lengths: Sequence[int], count: int) -> list[int]:

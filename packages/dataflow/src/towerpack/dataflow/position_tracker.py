@@ -1,66 +1,64 @@
-"""PositionTracker: the exact data position of one rank's pipeline, from the datapoints it consumed.
+"""PositionTracker: the exact data position of one rank's pipeline, from what it trained on.
 
-It walks the pipeline down to its source (batches, 1:1 maps, at most one runner; anything else is
-refused by name), starts the source's copies at a :class:`~towerpack.dataflow.position.DataPosition`,
-and turns a count of datapoints trained on into the position a checkpoint records. The arithmetic
-of positions and of how what is left of an epoch is split lives in :mod:`towerpack.dataflow.position`.
+:func:`~towerpack.dataflow.position_plan.analyze` walks the pipeline down to its source (anything
+that cannot be tracked is refused by name); the tracker starts the source's copies at a
+:class:`~towerpack.dataflow.position.DataPosition` and turns what the rank trained on into the
+position a checkpoint records, in one of two modes (:class:`PositionMode`):
+
+- ``TAGS``: every item carries its key (epoch and position, :mod:`towerpack.dataflow.position_tags`)
+  through the stages; :meth:`PositionTracker.iterate` logs the tags of the datapoints the consumer
+  takes, and the first ``count`` of them are what it trained on. A rank knows its own items; the
+  job's position is the union over the ranks (:class:`~towerpack.dataflow.ledger.Ledger`).
+- ``REPLAY``: every rank's stream is made a function of the position (runners merge strictly round
+  robin), so that one rank computes from a count of datapoints which items every rank consumed (the
+  arithmetic of :mod:`towerpack.dataflow.position`). For jobs whose ranks cannot share their tags.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .batch import BatchData, BatchDataByShape
-from .mapping import MapData
-from .parallel import MultiProcessRunnerZMQ, MultiThreadRunner
-from .position import (
-    DataPosition,
-    PositionSource,
-    PositionUnsupportedError,
-    Ranges,
-    Tracking,
-    Units,
-    _Batch,
-    _down,
-    _up,
-    leftover_runs,
-    round_robin_counts,
-)
-from .remote import RemoteDataZMQ
-from .sharding import Shard, dataflow_tree
+from .common import repeat_forever
+from .ledger import Ledger
+from .position import DataPosition, PositionUnsupportedError, Ranges, Tracking, _down, _up, round_robin_counts
+from .position_plan import Plan, analyze
+from .position_split import Units, leftover_runs
+from .position_tags import TagLog
+from .sharding import Shard
 
-__all__ = ["PositionTracker"]
+__all__ = ["PositionMode", "PositionTracker"]
 
 
-@dataclass
-class _Plan:
-    """What one rank's pipeline looks like to the tracker (see :meth:`PositionTracker.of`)."""
+class PositionMode(enum.Enum):
+    """How a :class:`PositionTracker` knows what was trained on (see the module docstring)."""
 
-    source: Any  # the representative source (its order, size, shard)
-    sources: list[Any]  # every copy of the source in the tree (one per thread for MultiThreadRunner)
-    runners: list[Any]
-    workers: int
-    inner: list[_Batch]  # batches inside the workers, innermost first
-    outer: list[_Batch]  # batches after the runner, innermost first
+    TAGS = "tags"
+    REPLAY = "replay"
 
 
 class PositionTracker:
     """Tracks the exact data position of one rank's dataflow; see the module docstring.
 
     Make it with :meth:`of` before ``reset_state``, call :meth:`start`, then ``reset_state`` and
-    iterate as usual; :meth:`position` turns the count of datapoints trained on into a
-    :class:`DataPosition` for the checkpoint.
+    iterate (in tag mode through :meth:`iterate`); :meth:`position` turns the count of datapoints
+    trained on into a :class:`DataPosition` for the checkpoint.
     """
 
-    def __init__(self, plan: _Plan, rank: int, world_size: int) -> None:
+    def __init__(self, plan: Plan, rank: int, world_size: int, df: Any = None) -> None:
         self._plan = plan
+        self._df = df
         self.rank = rank
         self.world_size = world_size
+        self.mode: PositionMode | None = None
         self._start: DataPosition | None = None
         self._fresh: int | None = None
+        self._log = TagLog()
+        self._ledger: Ledger | None = None
+        self._empty_passes = 0
         inner = int(np.prod([b.size for b in plan.inner]))
         self.units = Units(inner * int(np.prod([b.size for b in plan.outer])), inner)
 
@@ -68,62 +66,174 @@ class PositionTracker:
     def of(cls, df: Any) -> PositionTracker:
         """The tracker of ``df``, the rank's top dataflow (what the trainer iterates).
 
-        Raises :class:`PositionUnsupportedError` naming the first stage whose datapoints are not a
-        deterministic function of the epoch order (see docs: "Exact resume").
+        Raises :class:`PositionUnsupportedError` naming the first stage that cannot be tracked (see
+        docs: "Exact resume").
         """
-        plan = _analyze(df)
-        shard = plan.source.shard() if plan.source.shards_itself else Shard()
-        return cls(plan, shard.rank, shard.world_size)
+        plan = analyze(df)
+        source = plan.source
+        if source is not None and source.shards_itself:
+            shard = source.shard()
+        else:
+            shard = Shard.current() if plan.remote is not None else Shard()
+        return cls(plan, shard.rank, shard.world_size, df)
 
     @property
-    def size(self) -> int:
-        """Items in the dataset (all ranks together)."""
+    def size(self) -> int | None:
+        """Items in the dataset (all ranks together); from servers, None until one has said."""
+        if self._plan.remote is not None:
+            return self._plan.remote.dataset_size
         return int(self._plan.source._count())
 
-    def start(self, position: DataPosition | None = None) -> None:
+    @property
+    def counted(self) -> bool:
+        """Whether :meth:`datapoints_per_epoch` and :meth:`remaining` can tell (no stage mixes epochs)."""
+        return self._plan.uncounted is None
+
+    @property
+    def from_servers(self) -> bool:
+        """Whether the data comes from `dataflow serve` servers (through ``RemoteDataZMQ``)."""
+        return self._plan.remote is not None
+
+    def set_session(self, key: tuple[int, int]) -> None:
+        """Tag mode: the key of this start of the job, by which data servers tell jobs apart (all its
+        ranks must give the same one)."""
+        if self._plan.remote is not None:
+            self._plan.remote.set_session_key(key)
+
+    @property
+    def log(self) -> TagLog:
+        """Tag mode: the tags of the datapoints taken through :meth:`iterate`, in order."""
+        return self._log
+
+    def start(
+        self,
+        position: DataPosition | None = None,
+        mode: PositionMode = PositionMode.REPLAY,
+        *,
+        fixed_ranks: bool = False,
+    ) -> None:
         """Make the first epoch iterated continue ``position`` (None: epoch 1 from its start).
 
-        Call before ``reset_state`` of the dataflow: the sources and runners in it are switched to
-        tracking mode, which reaches forked and spawned workers with the dataflow itself.
+        Call before ``reset_state`` of the dataflow: the sources, stages and runners in it are
+        switched to tracking mode, which reaches forked and spawned workers with the dataflow itself.
+        ``fixed_ranks`` (tag mode, data servers): each rank keeps its part of every whole epoch, less
+        what ``position`` holds (:func:`~towerpack.dataflow.position_split.fixed_runs`).
         """
-        position = DataPosition(1, self.size) if position is None else position
-        if not isinstance(position, DataPosition):
+        plan = self._plan
+        if position is not None and not isinstance(position, DataPosition):
             raise TypeError(f"start(): expected a DataPosition or None, got {type(position).__name__}")
-        position.check_size(self.size, f"the dataset {type(self._plan.source).__name__}")
-        for runner in self._plan.runners:
+        mode = PositionMode(mode)
+        if mode is PositionMode.REPLAY and plan.unordered is not None:
+            raise PositionUnsupportedError(
+                f"exact data position: {plan.unordered} cannot be replayed; it needs tag mode, which needs "
+                "one rank or ranks that all-reduce (the Horovod or collective trainers)"
+            )
+        for runner in plan.runners:
             if getattr(runner, "_group", None) is not None or getattr(runner, "_threads", None):
                 raise RuntimeError(
                     f"PositionTracker.start() must come before {type(runner).__name__}.reset_state()"
                 )
-        for source in self._plan.sources:
-            source._start_at(position, self.units)
-        for runner in self._plan.runners:
-            runner._tracking = Tracking(tuple(self._plan.inner))
+        if plan.remote is not None:
+            plan.remote.start_session(position)
+        else:
+            position = DataPosition(1, self.size) if position is None else position
+            position.check_size(self.size, f"the dataset {type(plan.source).__name__}")
+            tagging = mode is PositionMode.TAGS
+            for source in plan.sources:
+                source._start_at(position, self.units, tagging, fixed_ranks)
+        if mode is PositionMode.TAGS:
+            begun = position is not None and (position.consumed or position.later)
+            self._empty_passes = 1 + len(position.later) if begun else 0
+            for stage in plan.stages:
+                stage._tagging = True
+            for stage in plan.repeating:
+                stage._empty_passes = self._empty_passes
+            self._ledger = Ledger(position, self.size)
+        else:
+            for runner in plan.runners:
+                runner._tracking = Tracking(tuple(plan.inner))
+        self.mode = mode
         self._start = position
 
-    def datapoints_per_epoch(self) -> int:
-        """This rank's datapoints (of ``df``) in a whole epoch."""
-        return self._length(1, ())
+    def iterate(self) -> Iterator[Any]:
+        """Tag mode: the dataflow's datapoints, epoch after epoch, each one's tag logged as it is taken."""
+        if self.mode is not PositionMode.TAGS:
+            raise RuntimeError(
+                "PositionTracker.iterate() is for tag mode: call start(..., PositionMode.TAGS)"
+            )
+        df, append = self._df, self._log.append
+        for dp in repeat_forever(df, allow_empty=self._empty_passes):
+            append(df._tag)
+            yield dp
 
-    def remaining(self, position: DataPosition) -> int:
-        """This rank's datapoints (of ``df``) still to read in the epoch that continues ``position``."""
+    def pairs(self) -> Iterator[tuple[Any, Any]]:
+        """Tag mode: ``(tag, datapoint)`` of the dataflow, epoch after epoch (nothing logged)."""
+        if self.mode is not PositionMode.TAGS:
+            raise RuntimeError("PositionTracker.pairs() is for tag mode: call start(..., PositionMode.TAGS)")
+        df = self._df
+        for dp in repeat_forever(df, allow_empty=self._empty_passes):
+            yield df._tag, dp
+
+    def trained_keys(self, count: int) -> np.ndarray:
+        """Tag mode: the keys of the datapoints taken (through :meth:`iterate`) up to the ``count``-th,
+        from after those an earlier call returned."""
+        log = self._log
+        if not log.popped <= count <= log.appended:
+            raise ValueError(
+                f"{count} datapoints trained on, but {log.appended} were taken "
+                f"and {log.popped} counted already"
+            )
+        return log.pop(count - log.popped)
+
+    def settle(self, count: int) -> None:
+        """Tag mode: count the first ``count`` datapoints taken as trained on now (:meth:`position` does
+        it too), so that the log does not keep them."""
+        ledger = self._ledger_with_size()
+        ledger.add(self.trained_keys(count))
+        self.note_done(ledger.first)
+
+    def note_done(self, epoch: int) -> None:
+        """Tag mode: the job has trained on every item of the epochs before ``epoch`` (servers need not
+        be told again what was received of them)."""
+        if self._plan.remote is not None:
+            self._plan.remote.note_done(epoch)
+
+    def _ledger_with_size(self) -> Ledger:
+        ledger = self._ledger
+        if ledger.size is None and self.size is not None:
+            ledger.set_size(self.size)
+        return ledger
+
+    def datapoints_per_epoch(self) -> int | None:
+        """This rank's datapoints (of ``df``) in a whole epoch; None when a stage mixes epochs."""
+        return self._length(1, ()) if self.counted else None
+
+    def remaining(self, position: DataPosition) -> int | None:
+        """This rank's datapoints (of ``df``) still to read in the epoch that continues ``position``;
+        None when a stage mixes epochs."""
+        if not self.counted:
+            return None
         position.check_size(self.size)
         return self._length(position.epoch, position.consumed)
 
     def position(self, datapoints_consumed: int) -> DataPosition:
         """The position after this rank consumed ``datapoints_consumed`` datapoints of ``df`` since
-        :meth:`start` (across epoch boundaries). Pure arithmetic, no I/O."""
-        if self._start is None:
+        :meth:`start` (across epoch boundaries). Replaying: the job's (every rank's items, pure
+        arithmetic); tag mode: with this rank's items (a :class:`Ledger` adds up the ranks')."""
+        if self._start is None and self.mode is None:
             raise RuntimeError("PositionTracker.position(): call start() first")
         count = int(datapoints_consumed)
         if count < 0:
             raise ValueError(f"datapoints_consumed must be >= 0, got {datapoints_consumed}")
+        if self.mode is PositionMode.TAGS:
+            self.settle(count)
+            return self._ledger.position()
         epoch, consumed = self._start.epoch, self._start.consumed
         left = self._length(epoch, consumed)
         if count < left or count == 0:
             return self._advance(epoch, consumed, count)
         count -= left
-        per_epoch = self.datapoints_per_epoch()
+        per_epoch = self._length(1, ())
         if per_epoch == 0:
             raise ValueError(f"rank {self.rank} reads no datapoint per epoch: its position cannot advance")
         epochs, count = divmod(count, per_epoch)
@@ -196,55 +306,3 @@ def _emitted_ranges(
         if not count:
             break
     return out
-
-
-def _analyze(df: Any) -> _Plan:
-    """Walk ``df`` down to its source: batches, 1:1 stages, at most one runner; refuse the rest."""
-    outer: list[_Batch] = []
-    inner: list[_Batch] = []
-    runners: list[Any] = []
-    workers = 1
-    copies: list[Any] = [df]
-    node = df
-    while True:
-        name = type(node).__name__
-        if isinstance(node, PositionSource):
-            break
-        if isinstance(node, BatchData) and not isinstance(node, BatchDataByShape):
-            (inner if runners else outer).insert(0, _Batch(node.batch_size, bool(node.remainder)))
-            node = node.ds
-        elif isinstance(node, MapData):  # 1:1 unless its function returns None (checked by the runner)
-            node = node.ds
-        elif isinstance(node, (MultiProcessRunnerZMQ, MultiThreadRunner)):
-            if runners:
-                raise PositionUnsupportedError(
-                    f"exact data position: a runner ({name}) inside another runner is not supported"
-                )
-            runners.append(node)
-            if isinstance(node, MultiThreadRunner):
-                workers = node.num_thread
-                copies = list(node.dfs)  # one pipeline per thread: each copy's source continues the position
-                node = node.dfs[0]
-            else:
-                workers = node.num_proc
-                node = node.ds
-        elif isinstance(node, RemoteDataZMQ):
-            raise PositionUnsupportedError(
-                f"exact data position: {name} (data from `dataflow serve` servers or other producers) is "
-                "not supported: run the pipeline in the trainer's processes to resume mid-epoch"
-            )
-        else:
-            raise PositionUnsupportedError(
-                f"exact data position: the stage {name} is not supported (it may drop, repeat or "
-                "reorder datapoints, or read a source whose order is not a function of the seed and "
-                "epoch); supported: IndexedDataset and DatasetReader sources, MapData, BatchData, "
-                "MultiProcessRunnerZMQ, MultiThreadRunner"
-            )
-    source = node
-    if not source.shards_itself and workers > 1:
-        raise PositionUnsupportedError(
-            f"exact data position: {type(source).__name__} does not shard itself (shard=False), so each of "
-            f"the {workers} workers would read all of it"
-        )
-    sources = [d for c in copies for d in dataflow_tree(c) if isinstance(d, PositionSource)]
-    return _Plan(source, sources, runners, workers, inner, outer)

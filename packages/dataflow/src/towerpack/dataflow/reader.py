@@ -15,7 +15,8 @@ sequential on disk. Each epoch:
 So the ranks and workers of a job together read every record of an epoch once (``remainder``
 aside), deterministically for a given ``seed``. The shuffle buffer of a worker is seeded from
 ``(seed, epoch, rank, worker)``, so a :class:`~towerpack.dataflow.position_tracker.PositionTracker` can
-replay it on positions to know which records a worker has yielded. Subclasses open their file in :meth:`_open`
+replay it on positions to know which records a worker has yielded (in tag mode the records go
+through it with their positions instead). Subclasses open their file in :meth:`_open`
 (called by ``reset_state``, in the process that reads), tell the record count in :meth:`_count`
 and read a run in :meth:`_read_run`.
 """
@@ -129,13 +130,13 @@ class DatasetReader(PositionSource, SelfSharding, DataFlow):
         runs = self.record_runs(self._epoch)
         self._items_read = sum(stop - start for start, stop in runs)
         records = (r for start, stop in runs for r in self._read_run(start, stop))
-        if not self.shuffle:
-            yield from records
-            return
-        shard = self.shard()
-        yield from _shuffle_buffer(
-            records, self.shuffle_buffer, self._buffer_rng(epoch=self._epoch, shard=shard)
-        )
+        if self._tagging:  # the records in pairs with their positions (PositionTracker's tag mode)
+            pieces = self._epoch_runs(self._count(), self._consumed(self._epoch))
+            records = zip((p for r in pieces for p in r), records, strict=True)
+        if self.shuffle:
+            rng = self._buffer_rng(epoch=self._epoch, shard=self.shard())
+            records = _shuffle_buffer(records, self.shuffle_buffer, rng)
+        yield from self._tag_pairs(self._epoch, records) if self._tagging else records
 
     def _buffer_rng(self, epoch: int, shard: Shard) -> np.random.Generator:
         return np.random.default_rng((self.seed, epoch, shard.rank, shard.worker, 1))

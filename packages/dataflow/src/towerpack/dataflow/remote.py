@@ -9,6 +9,10 @@ this account for each producer that connects to it (see :mod:`towerpack.dataflow
 
 A server that marks epochs (``dataflow serve --epochs``) ends each iteration of a consumer at
 its end-of-epoch mark; without marks an iteration never ends.
+
+A consumer may read several servers at once (a list of addresses; each keeps its own account).
+For exact resume a consumer *joins* its servers in a session
+(:mod:`towerpack.dataflow.serve_session`): the datapoints then come with the tags of their items.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import os
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +30,12 @@ import zmq
 
 from . import control
 from .base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
-from .control import Credit, EpochEnd, Hello, Ping, Window
+from .control import Credit, EpochEnd, Hello, Joined, Ping, Refused, Rejoin, Window
 from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
+from .position import DataPosition
 from .security import apply_client_keys
+from .serve_session import ConsumerSession
+from .sharding import Shard
 from .wire import DEFAULT_LIMITS, WireFormatError, WireLimits, decode_message, set_receive_limit
 
 __all__ = ["RemoteDataZMQ"]
@@ -37,6 +44,9 @@ logger = logging.getLogger(__name__)
 
 #: Without data for this long, a consumer re-announces its window (the producer may have restarted).
 RESYNC_S = 1.0
+#: Among several producers, a window announcement that got no reply this long is sent again (a
+#: message sent before its connection was up may be lost).
+ANSWER_S = 0.25
 #: With nothing to read for this long, acknowledge what was received even if under ack_every.
 #: Not shorter: receive timeouts of a few ms cut the throughput of large datapoints by a fifth
 #: (benchmarks/dataflow_transport.py), and the producer's ``window`` reply keeps a producer from
@@ -58,6 +68,26 @@ class _Producer:
     announce: bool = True
     #: Acknowledge every this many datapoints: a quarter of the window the producer granted.
     ack_every: int = 8
+    #: In a session: a join is to be sent, and the generation whose datapoints are taken (None: none).
+    join_due: bool = True
+    generation: int | None = None
+    #: When it was last heard from (a silent one among others that send is asked again, RESYNC_S),
+    #: when this consumer last announced its window to it, and whether it answered.
+    heard: float = 0.0
+    asked_at: float = 0.0
+    answered: bool = False
+
+
+def _server_name(index: int) -> bytes:
+    """How a consumer that reads several servers names server ``index`` of its list."""
+    return f"s{index}".encode()
+
+
+def _session_datapoint(msg: Any) -> tuple[int, Any, Any]:
+    """``(generation, tag, datapoint)`` of a datapoint served in a session."""
+    if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)):
+        raise WireFormatError("a datapoint served in a session is not [generation, tag, datapoint]")
+    return msg[0], msg[1], msg[2]
 
 
 def _close(sock: zmq.Socket, ctx: zmq.Context, monitor: zmq.Socket | None = None) -> None:
@@ -72,7 +102,8 @@ class RemoteDataZMQ(DataFlow):
     """Datapoints received from a ``dataflow serve`` server or a ``send_dataflow_zmq`` producer, forever.
 
     Args:
-        addr: ZMQ endpoint, e.g. ``tcp://datahost:9100`` or ``ipc://@name``.
+        addr: ZMQ endpoint, e.g. ``tcp://datahost:9100`` or ``ipc://@name``; or a list of them, to read
+            several servers at once (connecting).
         hwm: the credit window: at most this many datapoints are in flight to this consumer
             (from each producer, when several producers connect to a binding consumer).
         bind: bind instead of connect (then producers connect to this consumer, e.g.
@@ -97,7 +128,7 @@ class RemoteDataZMQ(DataFlow):
 
     def __init__(
         self,
-        addr: str,
+        addr: str | Sequence[str],
         hwm: int = 50,
         bind: bool = False,
         *,
@@ -116,7 +147,12 @@ class RemoteDataZMQ(DataFlow):
                 "without it the connection would not use CURVE at all"
             )
         check_heartbeat(heartbeat)
-        self.addr = addr
+        self.addrs = [addr] if isinstance(addr, str) else [str(a) for a in addr]
+        if not self.addrs or (bind and len(self.addrs) > 1):
+            raise ValueError(
+                f"RemoteDataZMQ: give one address to bind, or one or more to connect to, got {addr!r}"
+            )
+        self.addr = ", ".join(self.addrs)
         self.hwm = int(hwm)
         self.bind = bind
         self.curve_server_key = curve_server_key
@@ -132,21 +168,57 @@ class RemoteDataZMQ(DataFlow):
         self._sock: zmq.Socket | None = None
         self._finalizer: weakref.finalize | None = None
         self._guard = DataFlowReentrantGuard()
+        #: Exact resume: this consumer's side of its job's session (None: not in one).
+        self._session: ConsumerSession | None = None
+        self._tagging = False
+        self._tag: Any = None
+
+    # -- exact resume (see towerpack.dataflow.serve_session) --------------------------------------
+
+    def start_session(
+        self, position: DataPosition | None, rank: int | None = None, world_size: int | None = None
+    ) -> None:
+        """Join the servers as a rank of a job that starts at ``position`` (None: the beginning);
+        before ``reset_state``. Datapoints then carry tags; the job's key comes with
+        :meth:`set_session_key`."""
+        if self._sock is not None:
+            raise RuntimeError("RemoteDataZMQ.start_session() must come before reset_state()")
+        here = Shard.current(rank, world_size)  # this process's placement unless given
+        self._session = ConsumerSession(position, here.rank, here.world_size)
+        self._tagging = True
+
+    def set_session_key(self, key: tuple[int, int]) -> None:
+        """The key of the job's session, the same in all its ranks; joining waits for it."""
+        self._session.set_key(key)
+
+    def note_done(self, epoch: int) -> None:
+        """Every epoch before ``epoch`` has been trained on by the job: joins say so (and carry less)."""
+        if self._session is not None:
+            self._session.set_done_before(epoch)
+
+    @property
+    def dataset_size(self) -> int | None:
+        """In a session: the served dataset's size, once a server has said it (else None)."""
+        return self._session.size if self._session is not None else None
 
     def reset_state(self) -> None:
         if self._sock is not None:
             return
         ctx = zmq.Context()
         # A binding consumer may have several producers and must answer each one: a ROUTER with
-        # a name they know. A connecting one has exactly one producer: a DEALER with a fresh name.
-        sock = ctx.socket(zmq.ROUTER if self.bind else zmq.DEALER)
+        # a name they know; so does one that connects to several servers, each under a name of its
+        # own. A connecting one with one producer: a DEALER with a fresh name.
+        several = len(self.addrs) > 1
+        self._routed = self.bind or several
+        sock = ctx.socket(zmq.ROUTER if self._routed else zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVHWM, self.hwm + 16)
+        sock.setsockopt(zmq.RCVHWM, self.hwm * len(self.addrs) + 16)
         sock.setsockopt(zmq.RCVTIMEO, PARTIAL_ACK_AFTER_MS)
         set_receive_limit(sock, self.limits)
+        if self._routed:
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if self.bind:
             sock.setsockopt(zmq.ROUTING_ID, BOUND_CONSUMER_ID)
-            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         else:
             sock.setsockopt(zmq.ROUTING_ID, f"c-{os.getpid()}-{uuid.uuid4().hex[:8]}".encode())
         # Tells when the server refuses us (key not authorized, or too many connections).
@@ -157,18 +229,27 @@ class RemoteDataZMQ(DataFlow):
                 apply_client_keys(sock, self.curve_server_key, self.curve_secret_key)
             if self.bind:
                 sock.bind(self.addr)
-            else:
-                sock.connect(self.addr)
+            for i, addr in enumerate([] if self.bind else self.addrs):
+                if several:
+                    sock.setsockopt(zmq.CONNECT_ROUTING_ID, _server_name(i))
+                sock.connect(addr)
         except BaseException:
             _close(sock, ctx, monitor)
             raise
         self._ctx, self._sock, self._monitor = ctx, sock, monitor
         self._finalizer = weakref.finalize(self, _close, sock, ctx, monitor)
         # Producers by routing id; a connecting consumer's one producer is None.
-        self._producers: dict[bytes | None, _Producer] = (
-            {} if self.bind else {None: _Producer(ack_every=self.ack_every)}
-        )
+        self._fixed = not self.bind  # the producers are the addresses connected to; none come and go
+        if self.bind:
+            self._producers: dict[bytes | None, _Producer] = {}
+        elif several:
+            self._producers = {
+                _server_name(i): _Producer(ack_every=self.ack_every) for i in range(len(self.addrs))
+            }
+        else:
+            self._producers = {None: _Producer(ack_every=self.ack_every)}
         self._data_at = time.monotonic()
+        self._quiet_check_at = self._data_at + ANSWER_S
         self._warned = False
         self._refused = False
         self._credit_due = False
@@ -185,17 +266,24 @@ class RemoteDataZMQ(DataFlow):
         except zmq.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
                 raise
-            self._producers.pop(ident, None)  # that producer has gone
+            if not self._fixed:
+                self._producers.pop(ident, None)  # that producer has gone
             return False
 
     def _flush_credit(self, partial: bool = False) -> None:
+        session = self._session
         for ident, p in list(self._producers.items()):
+            # In a session, join first: the server takes credit from the consumers of its session only.
+            joining = session is not None and p.join_due and session.key is not None
+            if joining and self._send_control(ident, control.encode(session.join_message())):
+                p.join_due, p.generation = False, None
             # Acknowledge first: a window announcement counts what the producer still has in flight.
             due = p.unacked and (partial or p.unacked >= p.ack_every)
             if due and self._send_control(ident, control.encode(Credit(ack=p.unacked))):
                 p.unacked = 0
-            if p.announce and self._send_control(ident, control.encode(Credit(window=self.hwm))):
-                p.announce = False
+            key = session.key if session is not None else None
+            if p.announce and self._send_control(ident, control.encode(Credit(window=self.hwm, session=key))):
+                p.announce, p.answered, p.asked_at = False, False, time.monotonic()
 
     def __iter__(self) -> Iterator[Any]:
         if self._sock is None:
@@ -227,6 +315,17 @@ class RemoteDataZMQ(DataFlow):
             time.monotonic() - self._data_at,
             pairing,
         )
+
+    def _wait_for_key(self, since: float) -> None:
+        """In a session, nothing is joined before the job's key is known (its chief draws it)."""
+        while not self._session.wait_key(0.1):
+            if self._sock is None or self._sock.closed:
+                raise DataFlowTerminated("RemoteDataZMQ was closed")
+            if self.timeout is not None and time.monotonic() - since > self.timeout:
+                raise TimeoutError(
+                    f"RemoteDataZMQ: the job's session key did not come within {self.timeout:g} s"
+                )
+        self._credit_due = True
 
     def _wait(self, last: float, resync_at: float) -> float:
         """Nothing queued: wait a little, acknowledging and re-announcing; return the next resync time."""
@@ -263,7 +362,10 @@ class RemoteDataZMQ(DataFlow):
             raise DataFlowTerminated("RemoteDataZMQ was closed")
         last = time.monotonic()
         resync_at = last + RESYNC_S
-        routed = self.bind
+        routed = self._routed
+        session = self._session
+        if session is not None and session.key is None:
+            self._wait_for_key(last)
         if self._credit_due:
             self._credit_due = False
             self._flush_credit()
@@ -285,26 +387,68 @@ class RemoteDataZMQ(DataFlow):
                 continue
             if producer is None:  # a producer that connected to this binding consumer
                 producer = self._producers[ident] = _Producer(ack_every=self.ack_every)
+            producer.heard = now = time.monotonic()
+            if len(self._producers) > 1 and now >= self._quiet_check_at:
+                self._ask_quiet_producers(now)
             match msg:
                 case Window(size=size):
                     if size:  # a window of 0 (which this consumer never asks for) changes nothing
                         producer.ack_every = max(1, min(self.ack_every, size // 4))
+                    producer.answered = True
                     continue
                 case EpochEnd(epoch=epoch):
                     self.epoch = epoch
                     return _EPOCH_END
                 case Ping() | Hello():
                     continue
+                case Joined(generation=generation, size=size) if session is not None:
+                    # Served from now on: the accounts start again (the server's did too).
+                    producer.generation, producer.unacked, producer.announce = generation, 0, True
+                    session.size = size
+                    self._flush_credit()
+                    continue
+                case Rejoin():
+                    if session is None:
+                        raise RuntimeError(
+                            f"RemoteDataZMQ: {self.addr} serves a job that resumes exactly (exact_resume): "
+                            "its consumers must join it (ZMQInput under TrainConfig(exact_resume=True))"
+                        )
+                    producer.join_due, producer.generation = True, None
+                    self._flush_credit()
+                    continue
+                case Refused(reason=reason):
+                    raise RuntimeError(f"RemoteDataZMQ: {self.addr} refused this consumer: {reason}")
                 case control.Message():
                     logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind.value)
                     continue
             producer.unacked += 1
+            if session is not None:
+                try:
+                    generation, tag, msg = _session_datapoint(msg)
+                except WireFormatError as e:
+                    self.malformed += 1
+                    logger.warning("RemoteDataZMQ: skipped a malformed message from %s: %s", self.addr, e)
+                    continue
+                if generation != producer.generation:  # not taken: served again to whoever
+                    continue
+                self._tag = tag
+                session.took(tag)
             # Acknowledged on the next call, once the caller is done with this datapoint.
             self._credit_due = self._credit_due or producer.unacked >= producer.ack_every or producer.announce
             self.received += 1
-            self._data_at = time.monotonic()
+            self._data_at = now
             self._warned = False
             return msg
+
+    def _ask_quiet_producers(self, now: float) -> None:
+        """Among several producers, one that did not answer this consumer's window within ANSWER_S, or
+        has sent nothing for RESYNC_S (it may have restarted while the others kept sending), gets the
+        window again."""
+        self._quiet_check_at = now + ANSWER_S
+        for p in self._producers.values():
+            if (not p.answered and now - p.asked_at > ANSWER_S) or now - p.heard > RESYNC_S:
+                p.announce = True
+                self._credit_due = True
 
     def close(self) -> None:
         """Release the socket; iterating afterwards raises ``DataFlowTerminated``."""

@@ -13,13 +13,18 @@ each consumer, sent once every datapoint of the epoch has been acknowledged (re-
 included), so a consumer's datapoints before the mark all belong to that epoch or earlier.
 The server admits at most ``max_consumers`` connections (see
 :class:`~towerpack.dataflow.security.Gatekeeper`).
+
+A server made with a ``factory`` also serves jobs that resume exactly: their consumers join it in a
+session (:mod:`towerpack.dataflow.server_sessions`, :mod:`towerpack.dataflow.serve_session`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +34,10 @@ from zmq.utils.monitor import recv_monitor_message
 from . import control
 from .base import DataFlow
 from .common import repeat_forever
-from .control import MAX_WINDOW, Credit, EpochEnd, Hello, Ping, Window
+from .control import MAX_WINDOW, Credit, EpochEnd, Hello, Join, Ping, Window
 from .credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
 from .security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
+from .server_sessions import SessionHost
 from .wire import WireFormatError, WireLimits, decode_message, encode
 
 __all__ = ["DataServer", "ServerError", "send_dataflow_zmq"]
@@ -47,16 +53,30 @@ HELLO_PERIOD_S = 0.2
 MAX_CONSUMERS = 128
 #: A connection that has not finished its ZMQ handshake after this long is closed (ms).
 HANDSHAKE_MS = 5000
-#: Client messages are small control messages; anything bigger closes that connection.
-MAX_CLIENT_MESSAGE = 64 * 1024
+#: Client messages are small control messages (a credit at most 4 KiB); a join (exact resume) carries
+#: the keys a consumer received, up to 16 MiB. Anything bigger closes that connection.
+MAX_CLIENT_MESSAGE = 16 << 20
 CLIENT_LIMITS = WireLimits(max_frames=0, max_header_bytes=4096, max_depth=2, max_nodes=16)
+JOIN_LIMITS = WireLimits(max_frames=0, max_header_bytes=MAX_CLIENT_MESSAGE, max_depth=2, max_nodes=16)
 
 
 def parse_credit(frames: list) -> Credit:
     """A client's credit message; anything else raises :class:`WireFormatError`."""
-    msg = decode_message(frames, limits=CLIENT_LIMITS)
+    msg = parse_client(frames)
     if not isinstance(msg, Credit):
         raise WireFormatError(f"expected a credit message, got {type(msg).__name__}")
+    return msg
+
+
+def parse_client(frames: list) -> Credit | Join:
+    """A client's credit or join message; anything else raises :class:`WireFormatError`."""
+    msg = decode_message(frames, limits=JOIN_LIMITS)
+    if isinstance(msg, Join):
+        return msg
+    if not isinstance(msg, Credit):
+        raise WireFormatError(f"expected a credit or join message, got {type(msg).__name__}")
+    if len(frames[0]) > CLIENT_LIMITS.max_header_bytes:
+        raise WireFormatError(f"a credit message of {len(frames[0])} bytes is over the limit")
     return msg
 
 
@@ -67,7 +87,7 @@ class ServerError(RuntimeError):
 @dataclass
 class _Peer:
     credit: int = 0
-    unacked: deque = field(default_factory=deque)
+    unacked: deque = field(default_factory=deque)  # (frames, tag) of what it has not acknowledged
 
 
 @dataclass
@@ -78,11 +98,11 @@ class _Rate:
     sent_then: int = 0
 
 
-class DataServer:
+class DataServer(SessionHost):
     """Serve ``df`` (repeated forever) on a ROUTER socket to :class:`RemoteDataZMQ` consumers.
 
     Args:
-        df: the dataflow; ``reset_state`` is called by :meth:`serve`.
+        df: the dataflow; ``reset_state`` is called by :meth:`serve`. None with ``factory``.
         addr: endpoint to bind (or connect, with ``bind=False``, to a consumer that binds).
         hwm: the most datapoints in flight to one consumer, 1 to ``MAX_WINDOW``; a consumer that
             announces a larger window gets this one. With ``dp_bytes`` per datapoint, the server
@@ -101,11 +121,14 @@ class DataServer:
         max_consumers: connections admitted at once; more are refused during the ZMQ handshake.
         stats_every: report a status line (datapoints/s, consumers, unacknowledged datapoints)
             every this many seconds; None: never.
+        factory: a function that makes the dataflow. With it the server also serves jobs that
+            resume exactly (``exact_resume``), making their pipeline anew where they start; without
+            ``df``, the dataflow for other consumers is made when the first of them asks.
     """
 
     def __init__(
         self,
-        df: DataFlow,
+        df: DataFlow | None,
         addr: str,
         bind: bool = True,
         hwm: int = MAX_WINDOW,
@@ -118,7 +141,10 @@ class DataServer:
         mark_epochs: bool = False,
         max_consumers: int = MAX_CONSUMERS,
         stats_every: float | None = None,
+        factory: Callable[[], DataFlow] | None = None,
     ) -> None:
+        if df is None and factory is None:
+            raise ValueError("DataServer needs a dataflow (df) or a factory that makes one")
         if curve_authorized is not None and curve_secret_key is None:
             raise ValueError("curve_authorized needs curve_secret_key (the server's own key)")
         if isinstance(hwm, bool) or not isinstance(hwm, int) or not 1 <= hwm <= MAX_WINDOW:
@@ -129,6 +155,10 @@ class DataServer:
             raise ValueError(f"stats_every must be a positive number of seconds or None, got {stats_every!r}")
         check_heartbeat(heartbeat)
         self.df = df
+        self.factory = factory
+        self._superseded: set[str] = set()
+        self._source = None
+        self._stop = threading.Event()
         self.addr = addr
         self.bind = bind
         self.hwm = hwm
@@ -145,7 +175,7 @@ class DataServer:
         self.malformed = 0
         self.epochs = 0
         self._order: deque[bytes] = deque()
-        self._pending: deque[list] = deque()
+        self._pending: deque[tuple[list, Any]] = deque()  # (frames, tag) to send again
         self._probe_at: list[float] = []
         self._connections: set[int] = set()
         self._epoch_end: EpochEnd | None = None
@@ -168,20 +198,29 @@ class DataServer:
         if peer is None:
             return
         self._order.remove(ident)
-        # Whatever the consumer had not acknowledged goes to the others, oldest first.
-        self._pending.extendleft(reversed(peer.unacked))
+        if self._session is not None:  # kept until it joins again (in a session all is accounted for)
+            self._orphan(ident, peer.unacked)
+        else:  # whatever the consumer had not acknowledged goes to the others, oldest first
+            self._pending.extendleft(reversed(peer.unacked))
         self._say_count()
 
     def _on_message(self, frames: list) -> None:
         ident = frames[0].bytes
         try:
-            credit = parse_credit(frames[1:])
+            credit = parse_client(frames[1:])
         except WireFormatError as e:
             self.malformed += 1
             if self.malformed <= 10 or self.malformed % 100 == 0:
                 logger.warning("ignored malformed message #%d from a client: %s", self.malformed, e)
             return
+        if isinstance(credit, Join):
+            self._on_join(ident, credit)
+            return
         ack, window = credit.ack, credit.window
+        if not self._member(ident, credit.session):  # a session serves its members only
+            if window is not None:
+                self._ask_to_join(ident)
+            return
         peer = self.peers.get(ident)
         if peer is None:
             if window is None:  # acknowledgements from a consumer this server never saw
@@ -189,6 +228,7 @@ class DataServer:
             peer = self.peers[ident] = _Peer()
             self._order.append(ident)
             self._say_count()
+            self._returning(ident)
         for _ in range(min(ack, len(peer.unacked))):
             peer.unacked.popleft()
         if window is not None:
@@ -235,17 +275,32 @@ class DataServer:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _next_message(self) -> list | None:
-        """The next datapoint to send, or None at an epoch's end (until its mark is sent)."""
+    def _next_message(self) -> tuple[list, Any] | None:
+        """The next datapoint to send and its tag (None outside sessions), or None at an epoch's end
+        (until its mark is sent) or while a session waits for its ranks."""
         if self._pending:
             return self._pending.popleft()
+        if self._session is not None:
+            return self._tracked_message()
         if self._epoch_end is not None:
             return None
+        if self._source is None:  # made when the first consumer outside sessions asks
+            self.df = self.df if self.df is not None else self.factory()
+            self.df.reset_state()
+            self._source = repeat_forever(self.df, mark_epochs=self.mark_epochs)
         dp = next(self._source)
         if type(dp) is EpochEnd:
             self._epoch_end = dp
             return None
-        return encode(dp, self.allow_pickle)
+        return encode(dp, self.allow_pickle), None
+
+    def _close_untracked(self) -> None:
+        """Stop the dataflow of consumers outside sessions (a session begins)."""
+        close = getattr(self.df, "close", None)
+        if self._source is not None and callable(close):
+            close()
+        self.df = self._source = None
+        self._epoch_end = None
 
     def _send_control(self, ident: bytes, frames: list) -> bool:
         """Send a control message to one consumer if its queue has room; whether it was sent."""
@@ -294,13 +349,14 @@ class DataServer:
             ident = self._next_ready(blocked)
             if ident is None:
                 break
-            msg = self._next_message()
-            if msg is None:
+            entry = self._next_message()
+            if entry is None:
                 break
+            msg = entry[0]
             try:
                 sock.send(ident, zmq.SNDMORE | zmq.NOBLOCK)
             except zmq.ZMQError as e:
-                self._pending.appendleft(msg)
+                self._pending.appendleft(entry)
                 if e.errno == zmq.EHOSTUNREACH:
                     self._drop_peer(ident)
                 elif e.errno == zmq.EAGAIN:
@@ -312,7 +368,7 @@ class DataServer:
             sock.send_multipart(msg, copy=False)
             peer = self.peers[ident]
             peer.credit -= 1
-            peer.unacked.append(msg)
+            peer.unacked.append(entry)
             self.sent += 1
             done += 1
         self._stalled = done == 0 and bool(blocked)
@@ -364,11 +420,14 @@ class DataServer:
         close = getattr(self.df, "close", None)
         if callable(close):
             close()
+        self._stop_tracked()
 
     def serve(self, max_datapoints: int | None = None, duration: float | None = None) -> int:
-        """Serve until interrupted (or ``max_datapoints`` sent, or ``duration`` seconds); return the count."""
-        self.df.reset_state()  # before any thread exists: it may fork workers
-        self._source = repeat_forever(self.df, mark_epochs=self.mark_epochs)
+        """Serve until interrupted (or ``max_datapoints`` sent, or ``duration`` seconds, or :meth:`stop`);
+        return the count."""
+        if self.df is not None:
+            self.df.reset_state()  # before any thread exists: it may fork workers
+            self._source = repeat_forever(self.df, mark_epochs=self.mark_epochs)
         self.sock = self.monitor = self.auth = self.ctx = None
         try:
             self._open()
@@ -382,12 +441,16 @@ class DataServer:
             self._rate = _Rate(time.monotonic(), 0)
             self.report(f"serving on {self.addr}" + (" (CURVE)" if self.curve_secret_key is not None else ""))
             self._say_count()
-            while max_datapoints is None or self.sent < max_datapoints:
+            while (max_datapoints is None or self.sent < max_datapoints) and not self._stop.is_set():
                 now = time.monotonic()
                 if end is not None and now >= end:
                     break
-                # At an epoch's end only re-sent datapoints may go out until the mark is sent.
-                more = self._epoch_end is None or self._pending
+                # At an epoch's end only re-sent datapoints may go out until the mark is sent; a session
+                # sends nothing until its ranks have joined.
+                session = self._session
+                more = (
+                    session.generation if session is not None else self._epoch_end is None
+                ) or self._pending
                 can_send = bool(more) and any(p.credit > 0 for p in self.peers.values())
                 # A full ZMQ queue cannot be polled for (a ROUTER is always writable): wait a moment.
                 events = dict(poller.poll((1 if self._stalled else 0) if can_send else 100))
@@ -422,6 +485,10 @@ class DataServer:
         finally:
             self._close()
         return self.sent
+
+    def stop(self) -> None:
+        """Make :meth:`serve` return (from another thread) within about 0.1 s."""
+        self._stop.set()
 
     def _report_stats(self, now: float) -> None:
         rate = (self.sent - self._rate.sent_then) / max(now - self._rate.since, 1e-9)

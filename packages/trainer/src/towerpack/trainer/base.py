@@ -260,14 +260,14 @@ class Trainer:
     def _start_position_tracking(
         self, resume_from: ResumeRecord | None, steps_per_epoch: int, starting_epoch: int
     ) -> tuple[int, int]:
-        """Make the tracker of the input's DataFlow and start it (before the DataFlow is reset) where
+        """Start the tracker of the input's DataFlow (before the DataFlow is reset) where
         ``resume_from`` left the data; returns the ``(epoch, step)`` the loop starts at."""
-        keeper = self.position_keeper = PositionKeeper.for_trainer(self)
+        keeper = self.position_keeper
         if resume_from is None:
-            keeper.tracker.start(None)
+            keeper.start(None)
             return starting_epoch, 0
         epoch, step = resume_step(resume_from, keeper, int(steps_per_epoch))
-        keeper.tracker.start(resume_from.data)
+        keeper.start(resume_from.data)
         old = resume_from.trainer
         logger.info(
             "Resuming epoch %d at step %d of %d (global_step %d; saved at step %d of %d; %d -> %d ranks)",
@@ -403,6 +403,11 @@ class Trainer:
             raise ValueError("train() needs steps_per_epoch")
         if resume_from is not None and not exact_resume:
             raise ValueError("resume_from= continues a tracked data position: it needs exact_resume=True")
+        if exact_resume:  # its callback (tag mode) comes after the input sources' ones
+            self.position_keeper = PositionKeeper.for_trainer(self)
+            keeper_callback = self.position_keeper.callback()
+            if keeper_callback is not None:
+                self.register_callback(keeper_callback)
         self.setup_callbacks(list(callbacks or []), list(monitors or []))
         start_step = 0
         if exact_resume:

@@ -3,14 +3,18 @@
 With ``TrainConfig(exact_resume=True)`` every checkpoint ``<prefix>`` gets a record
 ``<prefix>.position.json`` (:class:`ResumeRecord`): the trainer's position (global step, epoch, steps
 of that epoch done) and the data's (a :class:`~towerpack.dataflow.position.DataPosition`: which part
-of the data epoch the ranks trained on). A JSON file next to the checkpoint rather than a variable in
+of the data epochs the ranks trained on). A JSON file next to the checkpoint rather than a variable in
 it: the graph and the checkpoint's variables stay the same with and without the switch (checkpoints
 load the same either way), tools without TensorFlow (a launcher restarting a job) can read it, and it
 is written before the ``checkpoint`` pointer moves, so the checkpoint the pointer names always has it.
 
 What counts is what was trained on, not what was prefetched: the trainer's steps in this process
-times the datapoints one step takes (one per tower). :class:`PositionKeeper` turns that count into a
-record; :func:`resume_step` says where the resumed epoch continues, also at another world size.
+times the datapoints one step takes (one per tower). :class:`PositionKeeper` turns that into a
+record, in the tracker's tag mode (items carry their positions: one rank counts its own, and ranks
+that all-reduce add up theirs step by step, :mod:`.position_exchange`) or, for ranks without an
+all-reduce, by replaying every rank's stream; :func:`resume_step` says where the resumed epoch
+continues, also at another world size. Records of format 1 (before epochs could overlap in a
+position) load unchanged.
 """
 
 from __future__ import annotations
@@ -21,16 +25,20 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from towerpack.dataflow.ledger import Ledger
 from towerpack.dataflow.position import DataPosition
-from towerpack.dataflow.position_tracker import PositionTracker
+from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
 
 from . import logger
+from .position_exchange import PositionExchange
 
 __all__ = ["RECORD_SUFFIX", "PositionKeeper", "ResumeRecord", "TrainerPosition", "resume_step"]
 
 #: The record of checkpoint ``<prefix>`` is the file ``<prefix>` + RECORD_SUFFIX``.
 RECORD_SUFFIX = ".position.json"
-_FORMAT = 1
+_FORMAT = 2
+#: Formats this version reads (1: no later epochs in the data position).
+_READS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,11 @@ class ResumeRecord:
 
     @classmethod
     def from_json(cls, obj: Any, where: str = "the record") -> ResumeRecord:
-        if not isinstance(obj, dict) or obj.get("format") != _FORMAT:
+        if not isinstance(obj, dict) or obj.get("format") not in _READS:
             got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
-            raise ValueError(f"{where} is not a resume record of format {_FORMAT} (got {got!r})")
+            raise ValueError(
+                f"{where} is not a resume record of a format this version reads ({_READS}, got {got!r})"
+            )
         try:
             return cls(
                 trainer=TrainerPosition(**{k: int(v) for k, v in obj["trainer"].items()}),
@@ -118,42 +128,99 @@ class ResumeRecord:
 
 class PositionKeeper:
     """The trainer's side of position tracking: the tracker of the dataflow it trains on, the count
-    of datapoints trained since the tracker started, and the record of a checkpoint."""
+    of datapoints trained since the tracker started, and the record of a checkpoint.
 
-    def __init__(self, tracker: PositionTracker, datapoints_per_step: int, world_size: int):
+    ``mode``: ``TAGS`` for one rank, or ranks that all-reduce (their tags are exchanged with every
+    step by :meth:`callback`'s :class:`~.position_exchange.PositionExchange`); ``REPLAY`` otherwise.
+    """
+
+    def __init__(
+        self,
+        tracker: PositionTracker,
+        datapoints_per_step: int,
+        world_size: int,
+        mode: PositionMode = PositionMode.REPLAY,
+    ):
         self.tracker = tracker
         self.datapoints_per_step = int(datapoints_per_step)
         self.world_size = int(world_size)
+        self.mode = mode
+        #: The input source that reads the tracked dataflow (it iterates through the tracker).
+        self.source = None
+        #: Tag mode with several ranks: the job's items, added up step by step on every rank.
+        self.ledger: Ledger | None = None
+        self._start: DataPosition | None = None
 
     @classmethod
     def for_trainer(cls, trainer) -> PositionKeeper:
         """Track the DataFlow the trainer's input source reads; a clear error if there is not one."""
         sources = trainer.input_sources()
-        flows = []
+        flows, readers = [], []
         for s in sources:
             ds = getattr(s, "ds", None)
             if ds is not None and hasattr(ds, "reset_state") and all(ds is not f for f in flows):
                 flows.append(ds)
+                readers.append(s)
         if len(flows) != 1:
             names = ", ".join(type(s).__name__ for s in sources) or "none"
             raise ValueError(
-                "exact_resume=True needs the trainer to read one DataFlow (through FeedInput or "
-                f"QueueInput); it reads {len(flows)} (input sources: {names})"
+                "exact_resume=True needs the trainer to read one DataFlow (through FeedInput, QueueInput "
+                f"or ZMQInput); it reads {len(flows)} (input sources: {names})"
             )
         tracker = PositionTracker.of(flows[0])
-        return cls(tracker, max(1, len(trainer.devices)), tracker.world_size)  # ranks reading the data
+        world = tracker.world_size  # ranks reading the data
+        tags = world == 1 or trainer.size == world  # one rank, or ranks that train in step (all-reduce)
+        keeper = cls(
+            tracker, max(1, len(trainer.devices)), world, PositionMode.TAGS if tags else PositionMode.REPLAY
+        )
+        keeper.source = readers[0]
+        return keeper
 
-    def datapoints_per_epoch(self) -> int:
+    def callback(self) -> PositionExchange | None:
+        """The callback that keeps the count in tag mode (exchanging tags between ranks), or None."""
+        return PositionExchange(self) if self.mode is PositionMode.TAGS else None
+
+    def start(self, position: DataPosition | None) -> None:
+        """Start the tracker at ``position`` (before the DataFlow is reset) and the input source
+        reading through it."""
+        self.tracker.start(position, self.mode)
+        self._start = position
+        if self.mode is PositionMode.TAGS:
+            self.ledger = Ledger(position, self.tracker.size)
+            follow = getattr(self.source, "follow_positions", None)
+            if follow is None:
+                raise ValueError(
+                    f"exact_resume=True: {type(self.source).__name__} cannot log the positions of the "
+                    "datapoints it reads; use FeedInput, QueueInput or ZMQInput"
+                )
+            follow(self.tracker)
+
+    @property
+    def base_epoch(self) -> int:
+        """The epoch the run started in (tags of earlier ones are done)."""
+        return self._start.epoch if self._start is not None else 1
+
+    def datapoints_per_epoch(self) -> int | None:
         return self.tracker.datapoints_per_epoch()
 
     def follows_epochs(self, steps_per_epoch: int) -> bool:
         """Whether an epoch of ``steps_per_epoch`` steps takes exactly one data epoch of this rank."""
-        return steps_per_epoch * self.datapoints_per_step == self.datapoints_per_epoch()
+        per_epoch = self.datapoints_per_epoch()
+        return per_epoch is not None and steps_per_epoch * self.datapoints_per_step == per_epoch
+
+    def position(self, datapoints_trained: int) -> DataPosition:
+        """The job's data position after this rank trained on ``datapoints_trained`` since the start."""
+        if self.mode is PositionMode.TAGS and self.world_size > 1:
+            ledger = self.ledger
+            if ledger.size is None and self.tracker.size is not None:
+                ledger.set_size(self.tracker.size)
+            return ledger.position()
+        return self.tracker.position(datapoints_trained)
 
     def record(self, trainer: TrainerPosition, datapoints_trained: int) -> ResumeRecord:
         """The record of a checkpoint saved at ``trainer`` after ``datapoints_trained`` since start."""
-        data = self.tracker.position(datapoints_trained)
-        follows = self.follows_epochs(trainer.steps_per_epoch)
+        data = self.position(datapoints_trained)
+        follows = self.follows_epochs(trainer.steps_per_epoch) and not data.later
         if follows and 0 < trainer.step_in_epoch < trainer.steps_per_epoch:
             left = (trainer.steps_per_epoch - trainer.step_in_epoch) * self.datapoints_per_step
             follows = self.tracker.remaining(data) == left

@@ -7,7 +7,8 @@ ImageNet's 1.28M items). This process keeps its piece of that order by the proje
 contract (:class:`~towerpack.dataflow.sharding.Shard`): the ranks and workers of a job together
 deliver each item once per epoch (``remainder`` aside). In tracking mode
 (:class:`~towerpack.dataflow.position_tracker.PositionTracker`) the first epoch reads only what a
-checkpoint's :class:`~towerpack.dataflow.position.DataPosition` left of it.
+checkpoint's :class:`~towerpack.dataflow.position.DataPosition` left of it (and in tag mode every
+item carries its position).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..base import DataFlow, _new_seed
 from ..position import PositionSource
+from ..position_tags import join, keys_of
 from ..sharding import Remainder, SelfSharding, Shard
 from .files import Split
 
@@ -113,10 +115,31 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
 
     def __iter__(self) -> Iterator[Any]:
         self._epoch += 1
+        if self._tagging:  # items carry their positions (PositionTracker's tag mode)
+            yield from self._iter_tagged(self._epoch)
+            return
         indices = self.epoch_indices(self._epoch)
         self._items_read = len(indices)
         for i in indices.tolist():
             yield self._get(i)
+
+    def _iter_tagged(self, epoch: int) -> Iterator[Any]:
+        """The items of ``epoch`` this process reads, each with its key as ``_tag`` (the loop of
+        :meth:`PositionSource._tag_pairs`, written out: it runs once per item)."""
+        runs = self._epoch_runs(self._count(), self._consumed(epoch))
+        positions = np.concatenate([np.arange(r.start, r.stop) for r in runs]) if runs else np.zeros(0, int)
+        keys, indices = keys_of(epoch, positions).tolist(), self.epoch_order(epoch)[positions].tolist()
+        pairs = zip(keys, indices, strict=True)
+        get, pending = self._get, self._take_pending(epoch)
+        if pending is not None:
+            for key, index in pairs:  # the first item takes the keys passed over
+                self._tag, pending = join(pending, key), None
+                yield get(index)
+                break
+        for key, index in pairs:
+            self._tag = key
+            yield get(index)
+        self._skipped = join(self._skipped, pending)  # an empty pass: the next item takes them
 
 
 class ArrayDataset(IndexedDataset):

@@ -47,6 +47,12 @@ class FeedInput(InputSource):
         self._iter = None
         self._ds_was_reset = False
         self._clock = PythonWaitClock()
+        self._tracker = None
+
+    def follow_positions(self, tracker) -> None:
+        """Read the DataFlow through ``tracker`` (a PositionTracker in tag mode), which logs the
+        position tags of every datapoint taken (``TrainConfig(exact_resume=True)``)."""
+        self._tracker = tracker
 
     def _size(self) -> int:
         return dataflow_size(self.ds)
@@ -71,6 +77,9 @@ class FeedInput(InputSource):
         if not self._ds_was_reset:
             self.ds.reset_state()
             self._ds_was_reset = True
+        if self._tracker is not None:  # one stream, logged: a later reset continues it
+            self._iter = self._iter or self._tracker.iterate()
+            return
         self._iter = repeat_forever(self.ds) if self.infinite else iter(self.ds)
 
     def _next_feed(self) -> dict:

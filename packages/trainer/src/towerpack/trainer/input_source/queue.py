@@ -136,6 +136,13 @@ class QueueInput(FeedfreeInput):
         self.thread: EnqueueThread | None = None
         self._sess = None
         self._ds_was_reset = False
+        self._tracker = None
+
+    def follow_positions(self, tracker) -> None:
+        """Read the DataFlow through ``tracker`` (a PositionTracker in tag mode), which logs the
+        position tags of every datapoint taken, in the order they enter the queue
+        (``TrainConfig(exact_resume=True)``)."""
+        self._tracker = tracker
 
     def _size(self) -> int:
         return dataflow_size(self.ds)
@@ -185,7 +192,7 @@ class QueueInput(FeedfreeInput):
         ``stop_event`` is set when the thread should stop; a stream that may wait a long time
         for a datapoint should look at it now and then (the thread checks it between datapoints).
         """
-        return repeat_forever(self.ds)
+        return self._tracker.iterate() if self._tracker is not None else repeat_forever(self.ds)
 
     def enqueue_function(self, sess) -> Callable[[object], None]:
         """A function that checks one datapoint against the input signature and enqueues it with

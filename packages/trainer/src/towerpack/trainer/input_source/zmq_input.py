@@ -26,9 +26,10 @@ class ZMQInput(QueueInput):
     A background thread pulls with ``towerpack.dataflow.RemoteDataZMQ(end_point, hwm, bind)`` and
     enqueues into a TF FIFOQueue, exactly like :class:`QueueInput`; no custom TF op is involved.
     With ``bind=False`` (the default) it connects to a producer that binds, e.g. ``dataflow
-    serve``; several trainer processes reading one producer each receive distinct datapoints.
-    The stream is endless (a server's end-of-epoch marks are passed over), so ``size()`` is
-    unknown unless given.
+    serve``, or to several (``end_point`` a list); several trainer processes reading one producer
+    each receive distinct datapoints. The stream is endless (a server's end-of-epoch marks are
+    passed over), so ``size()`` is unknown unless given. With ``TrainConfig(exact_resume=True)`` it
+    joins its servers in a session and logs the positions the datapoints carry (docs/data_servers.md).
 
     ``curve_server_key``, ``curve_secret_key``, ``limits``, ``heartbeat`` and ``allow_pickle``
     are those of ``RemoteDataZMQ``: a CURVE server's public key and this client's secret key
@@ -37,7 +38,7 @@ class ZMQInput(QueueInput):
 
     def __init__(
         self,
-        end_point: str,
+        end_point: str | list[str],
         hwm: int = 50,
         bind: bool = False,
         size: int | None = None,
@@ -48,7 +49,7 @@ class ZMQInput(QueueInput):
         heartbeat: float | None = HEARTBEAT_S,
         allow_pickle: bool = False,
     ):
-        self.end_point = end_point
+        self.end_point = end_point if isinstance(end_point, str) else ", ".join(end_point)
         self._fixed_size = size
         remote = RemoteDataZMQ(
             end_point,
@@ -71,10 +72,13 @@ class ZMQInput(QueueInput):
     def datapoints(self, stop_event: threading.Event):
         last = time.monotonic()
         warned = False
+        log = self._tracker.log if self._tracker is not None else None
         while not stop_event.is_set():
             try:
                 for dp in self.ds:
                     last, warned = time.monotonic(), False
+                    if log is not None:  # exact resume: the positions of its items, in queue order
+                        log.append(self.ds._tag)
                     yield dp
             except TimeoutError:
                 # Nothing arrived for POLL_S: look at the stop flag, then keep waiting.
