@@ -12,49 +12,24 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from support.id_datasets import IdRecords, Ids
 from support.image_datasets import write_mnist
 from support.procs import run_python
 from towerpack.dataflow.base import DataFlow
 from towerpack.dataflow.batch import BatchData
 from towerpack.dataflow.common import FixedSizeData, LocallyShuffleData
-from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.mapping import MapData
 from towerpack.dataflow.parallel import MultiProcessRunnerZMQ, MultiThreadRunner
 from towerpack.dataflow.parallel_map import MultiProcessMapDataZMQ
 from towerpack.dataflow.position import DataPosition, PositionUnsupportedError, round_robin_counts
 from towerpack.dataflow.position_split import Units, leftover_runs, unit_runs
 from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
-from towerpack.dataflow.reader import DatasetReader, _shuffle_buffer, buffer_emissions
+from towerpack.dataflow.reader import _shuffle_buffer, buffer_emissions
 from towerpack.dataflow.remote import RemoteDataZMQ
 from towerpack.dataflow.shard import ShardData
 from towerpack.dataflow.sharding import Remainder, Shard
 from towerpack.dataflow.sources import DataFromList, FakeData
 from towerpack.dataflow.workers import DataFlowWorkerError
-
-
-class Ids(ArrayDataset):
-    """Items 0..n-1 whose datapoint is ``[id]``, in a shuffled epoch order."""
-
-    _columns = ("ids",)
-
-    def __init__(self, n: int, **order: Any) -> None:
-        self.ids = np.arange(n)
-        self._init_order(True, training=True, **order)
-
-
-class IdRecords(DatasetReader):
-    """A reader of records 0..n-1 (``[id]``), shuffled by blocks and a shuffle buffer."""
-
-    def __init__(self, n: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.n = n
-
-    def _count(self) -> int:
-        return self.n
-
-    def _read_run(self, start: int, stop: int) -> Iterator[Any]:
-        for i in range(start, stop):
-            yield [np.int64(i)]
 
 
 @dataclass(frozen=True)

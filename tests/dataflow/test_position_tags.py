@@ -4,8 +4,9 @@ what is left of an epoch is split among any layout: each item trained once acros
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import id_datasets
 from towerpack.dataflow import (
     BatchData,
     BatchDataByShape,
@@ -24,42 +26,16 @@ from towerpack.dataflow import (
     MultiThreadMapData,
     MultiThreadRunner,
 )
-from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.ledger import Ledger
 from towerpack.dataflow.position import DataPosition
 from towerpack.dataflow.position_split import Units, dropped_positions, fixed_runs, leftover_runs
 from towerpack.dataflow.position_tags import KEY_SHIFT, keys_of, pack_keys, split_keys, unpack_keys
 from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
-from towerpack.dataflow.reader import DatasetReader
 from towerpack.dataflow.sharding import Remainder, Shard
 
-
-class Ids(ArrayDataset):
-    """Items 0..n-1 in a shuffled (seed, epoch) order; a datapoint is ``[id, data epoch]``."""
-
-    _columns = ("ids",)
-
-    def __init__(self, n: int, **order: Any) -> None:
-        self.ids = np.arange(n)
-        self._init_order(True, training=True, **order)
-
-    def _get(self, index: int) -> list:
-        return [self.ids[index], np.int64(self._epoch)]
-
-
-class IdRecords(DatasetReader):
-    """A reader of records 0..n-1 (``[id, data epoch]``), shuffled by blocks and a shuffle buffer."""
-
-    def __init__(self, n: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.n = n
-
-    def _count(self) -> int:
-        return self.n
-
-    def _read_run(self, start: int, stop: int) -> Iterator[Any]:
-        for i in range(start, stop):
-            yield [np.int64(i), np.int64(self._epoch)]
+#: Datapoints are ``[id, data epoch]``.
+Ids = functools.partial(id_datasets.Ids, with_epoch=True)
+IdRecords = functools.partial(id_datasets.IdRecords, with_epoch=True)
 
 
 def items_of(dp: Any) -> list[tuple[int, int]]:
@@ -78,7 +54,7 @@ def tagged_items(source: Any, tag: Any) -> set[tuple[int, int]]:
     epochs, positions = split_keys(np.atleast_1d(np.asarray(tag, dtype=np.int64)))
     out = set()
     for e, p in zip(epochs.tolist(), positions.tolist(), strict=True):
-        if isinstance(source, IdRecords):  # blocks of records in an order drawn per epoch
+        if isinstance(source, id_datasets.IdRecords):  # blocks of records in an order drawn per epoch
             starts = np.arange(0, source.n, source.block_size)
             starts = np.random.default_rng((source.seed, e)).permutation(starts)
             order = [i for s in starts.tolist() for i in range(s, min(s + source.block_size, source.n))]
