@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -22,6 +23,10 @@ from towerpack.dataflow.image_lmdb import image_lmdb_dataflow, pack_image_lmdb, 
 from towerpack.dataflow.imgaug.base import AugmentorList
 from towerpack.dataflow.imgaug.misc import Resize
 from towerpack.dataflow.jpeg import ImageDecodeError
+from towerpack.dataflow.ledger import Ledger
+from towerpack.dataflow.position import DataPosition
+from towerpack.dataflow.position_tags import as_keys, split_keys
+from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
 from towerpack.dataflow.process import START_METHOD_VAR
 
 CLASSES = 4
@@ -145,6 +150,39 @@ def test_two_ranks_of_two_workers_split_each_epoch(imagenet, packed):
         assert sum(rank0.values()) == sum(rank1.values()) == N // 2
         assert max((rank0 + rank1).values()) == 1
         assert sorted(rank0 + rank1) == list(range(N))
+
+
+def _tracked_run(photos: Photos, df, position: DataPosition | None, count: int):
+    """Read ``count`` batches of ``df`` with exact-position tags from ``position``: ``(data epoch, image
+    id)`` of every image read (the epoch from its tag), and the position after them."""
+    tracker = PositionTracker.of(df)
+    tracker.start(position, PositionMode.TAGS)
+    read = []
+    with df:
+        df.reset_state()
+        for images, _ in itertools.islice(tracker.iterate(), count):
+            epochs, _ = split_keys(as_keys(df._tag))
+            assert len(epochs) == len(images)  # one key per image: nothing dropped
+            read += [(e, photos.image_id(img)) for e, img in zip(epochs.tolist(), images, strict=True)]
+        ledger = Ledger(position, tracker.size)
+        ledger.add(tracker.trained_keys(count))
+    return read, ledger.position()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.multiprocess
+def test_an_epoch_stopped_with_two_workers_resumes_with_three_each_image_once(imagenet, packed):
+    # docs/images.md's pipeline: the reader's shuffle buffer, worker processes that decode and augment
+    # (delivering in completion order), batches made in this process. Stopped after 3 batches of 4 in
+    # the first data epoch, resumed with 3 workers and batches of 5.
+    opts = dict(remainder=True, block_size=4, shuffle_buffer=3, rank=0, world_size=1)
+    first, position = _tracked_run(imagenet, image_lmdb_dataflow(packed, RESIZE, 4, 2, **opts), None, 3)
+    assert {e for e, _ in first} == {1} and position.epoch == 1 and position.count == 12
+    rest, position = _tracked_run(imagenet, image_lmdb_dataflow(packed, RESIZE, 5, 3, **opts), position, 8)
+    by_epoch = {e: sorted(i for f, i in first + rest if f == e) for e in (1, 2)}
+    # Batches 5, 5, 2 of what was left of epoch 1 (every image once across the stop), 5 of epoch 2.
+    assert by_epoch == {1: list(range(N)), 2: list(range(N))}
+    assert position == DataPosition(3, N)
 
 
 @pytest.mark.timeout(60)

@@ -53,10 +53,13 @@ def unit_runs(n: int, shard: Shard, remainder: Remainder, units: Units = Units()
 
     What cannot be shared out evenly follows ``remainder``: ``DROP`` skips the last items (fewer than
     ``world_size * units.rank``), ``PAD`` re-uses the first ones, ``UNEVEN`` gives the extra chunks
-    (and a last partial one) to the first ranks. With units of 1 this is ``shard.runs(n, remainder)``.
+    (and a last partial one) to the first ranks; one rank reads all of it, a last partial chunk too.
+    With units of 1 this is ``shard.runs(n, remainder)``.
     """
     if n == 0:
         return []
+    if shard.world_size == 1:  # one rank has nothing to even out (nor has it in a fresh epoch)
+        remainder = Remainder.UNEVEN
     big, small = units.rank, units.worker
     chunks = -(-n // big)
     if remainder is Remainder.DROP:
@@ -159,9 +162,11 @@ def dropped_positions(size: int, consumed: Ranges, world_size: int, rank_unit: i
     beyond ``world_size * (size // world_size)``)."""
     free = _complement(consumed, size)
     total = sum(b - a for a, b in free)
-    if consumed:
-        kept = total // rank_unit // world_size * world_size * rank_unit
-    else:
+    if not consumed:
         kept = size // world_size * world_size
+    elif world_size == 1:  # one rank reads all that is left (see unit_runs)
+        kept = total
+    else:
+        kept = total // rank_unit // world_size * world_size * rank_unit
     pieces = _map_pieces(free, [range(kept, total)]) if kept < total else []
     return np.concatenate([np.arange(r.start, r.stop) for r in pieces]) if pieces else np.zeros(0, np.int64)
