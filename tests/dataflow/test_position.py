@@ -388,6 +388,19 @@ def test_dropping_loses_at_most_a_unit_per_rank_across_a_stop(source, n, stop, r
             assert len(rest[0]) // stop.unit == per_epoch - count  # what an uninterrupted run has left
 
 
+def test_the_rest_of_an_epoch_moves_to_the_next_one_also_when_its_fresh_epochs_give_nothing():
+    # 3 items left, one batch of 3 for the first of 2 workers; a fresh epoch of 4 gives each worker
+    # 2 items, no whole batch (found by the property test above).
+    df = rank_pipeline("indexed", 4, 0, Layout(world=1, workers=2, inner=3, outer=1, partial=False), "drop")
+    tracker = PositionTracker.of(df)
+    start = DataPosition(1, 4, ((0, 1),))
+    tracker.start(start)
+    assert tracker.remaining(start) == 1
+    assert tracker.position(1) == DataPosition(2, 4)
+    with pytest.raises(ValueError, match="reads no datapoint per epoch"):
+        tracker.position(2)
+
+
 @pytest.mark.timeout(90)
 def test_spawned_workers_continue_the_position(tmp_path):
     # A fresh interpreter, since spawning leaves multiprocessing's resource tracker running.

@@ -233,6 +233,8 @@ class PositionTracker:
         if count < left or count == 0:
             return self._advance(epoch, consumed, count)
         count -= left
+        if count == 0:  # exactly the rest of the epoch: the next one starts
+            return self._advance(epoch + 1, (), 0)
         per_epoch = self._length(1, ())
         if per_epoch == 0:
             raise ValueError(f"rank {self.rank} reads no datapoint per epoch: its position cannot advance")
