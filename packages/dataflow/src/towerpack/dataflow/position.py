@@ -227,7 +227,7 @@ class PositionSource:
     counter) reads ``_epoch_runs(n, _consumed(epoch))`` of each epoch's order. Replaying, a source
     that yields its runs in another order than theirs implements
     ``_emitted_positions(epoch, shard, runs, count)``; in tag mode it yields its items through
-    :meth:`_tag_items` (or :meth:`_tag_pairs`), which gives each one its key.
+    :meth:`_tag_pairs`, which gives each one its key (``IndexedDataset`` writes that loop out).
     """
 
     _resume: DataPosition | None = None
@@ -285,10 +285,6 @@ class PositionSource:
         pending = join(self._skipped, self._dropped_keys(epoch, self._count()))  # type: ignore[attr-defined]
         self._skipped = None
         return pending
-
-    def _tag_items(self, epoch: int, positions: Iterable[int], items: Iterable[Any]) -> Iterator[Any]:
-        """``items``, the items at ``positions`` of ``epoch``'s order, each with its key as ``_tag``."""
-        return self._tag_pairs(epoch, zip(positions, items, strict=True))
 
     def _tag_pairs(self, epoch: int, pairs: Iterable[tuple[int, Any]]) -> Iterator[Any]:
         """The items of ``(position, item)`` pairs of ``epoch``'s order, each with its key as ``_tag``."""
