@@ -28,7 +28,7 @@ $(VENV)/.tools-stamp:
 $(DEPS_STAMP): constraints.txt requirements-dev.txt packages/*/pyproject.toml | $(VENV)/.tools-stamp
 	$(PIP) uninstall --quiet --yes $(OTHER_TF) 2>/dev/null || true
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -r requirements-dev.txt \
-	    -e 'packages/dataflow[datasets,viz]' -e 'packages/trainer[$(TF_EXTRA),plot,mlflow,shell]' -e packages/launcher
+	    -e 'packages/dataflow[datasets,viz]' -e 'packages/trainer[$(TF_EXTRA),plot,mlflow,shell,contrib]' -e packages/launcher
 # The [keras] extra: tf-keras requires the `tensorflow` distribution; with its dependencies pip
 # would put the CUDA `tensorflow` wheel over tensorflow-cpu, which already provides the module.
 	$(PIP) install --quiet --no-deps -c constraints.txt tf-keras

@@ -197,3 +197,39 @@ def test_the_command_starts_without_tensorflow_or_the_trainer():
     assert usage.returncode == 2 and "usage: towerpack" in usage.stderr
     helped = subprocess.run([str(TOWERPACK), "port", "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "Exit status: 0 everything ported" in helped.stdout
+
+
+def test_a_file_that_cannot_be_decoded_is_named_and_skipped_and_the_others_are_ported(tmp_path):
+    files = {
+        "proj/a_latin1.py": b"# caf\xe9\nfrom tensorpack import logger\n",  # not UTF-8, no coding line
+        "proj/b_cookie.py": b"# -*- coding: foobar -*-\nfrom tensorpack import logger\n",
+        "proj/c_bom.py": b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nfrom tensorpack import logger\n",
+        "proj/d_declared.py": b"# -*- coding: latin-1 -*-\n# caf\xe9\nfrom tensorpack import logger\n",
+        "proj/e_good.py": b"from tensorpack.utils import logger\n",
+        "proj/f_py2.py": b"from tensorpack import logger\nprint 'hi'\n",
+    }
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    result = towerpack("port", "proj", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "proj/a_latin1.py: cannot decode: not UTF-8, and no coding line (`# -*- coding: latin-1 -*-`) "
+        "names its encoding",
+        "proj/b_cookie.py: cannot decode: unknown encoding: foobar",
+        "proj/c_bom.py: cannot decode: its UTF-8 BOM contradicts its coding line (encoding problem: utf-8)",
+        "proj/f_py2.py:2:1: does not parse: Missing parentheses in call to 'print'. Did you mean print(...)?",
+    ]
+    assert result.stdout.splitlines() == [
+        "ported proj/d_declared.py",
+        "ported proj/e_good.py",
+        "towerpack port: 2 file(s) ported, 0 unchanged, 4 could not be ported (see above)",
+    ]
+    # The file with a coding line is ported in its own encoding; the skipped ones are untouched.
+    assert (tmp_path / "proj/d_declared.py").read_bytes() == (
+        b"# -*- coding: latin-1 -*-\n# caf\xe9\nfrom towerpack.utils import logger\n"
+    )
+    assert (tmp_path / "proj/e_good.py").read_bytes() == b"from towerpack.utils import logger\n"
+    for name in ("proj/a_latin1.py", "proj/b_cookie.py", "proj/c_bom.py", "proj/f_py2.py"):
+        assert (tmp_path / name).read_bytes() == files[name]

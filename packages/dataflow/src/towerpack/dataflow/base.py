@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,19 @@ class DataFlow:
     A datapoint is a list (or tuple or dict) of components, usually numpy arrays. Call
     :meth:`reset_state` once in the process that iterates, before the first iteration; each
     ``iter(df)`` is one epoch.
+
+    A subclass written against the reference's older API (``get_data()`` and ``size()`` in place of
+    ``__iter__`` and ``__len__``) works as it is: a class that defines ``get_data`` or ``size`` but
+    not the newer method gets the newer one from it (a class defining both keeps its own).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if callable(own.get("get_data")) and "__iter__" not in own:
+            cls.__iter__ = _iter_by(own["get_data"])  # type: ignore[method-assign]
+        if callable(own.get("size")) and "__len__" not in own:
+            cls.__len__ = _len_by(own["size"])  # type: ignore[method-assign]
 
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
@@ -85,6 +97,25 @@ class DataFlow:
     def size(self) -> int:
         """``len(self)``."""
         return len(self)
+
+
+def _iter_by(get_data: Callable[[Any], Iterator[Any]]) -> Callable[[Any], Iterator[Any]]:
+    def __iter__(self: Any) -> Iterator[Any]:
+        return iter(get_data(self))
+
+    return __iter__
+
+
+def _len_by(size: Callable[[Any], int]) -> Callable[[Any], int]:
+    def __len__(self: Any) -> int:
+        try:
+            return size(self)
+        except LengthUnknownError:
+            raise
+        except NotImplementedError as e:  # the older API's "no length"; len() callers need a TypeError
+            raise LengthUnknownError(str(e) or f"the length of {type(self).__name__} is not known") from e
+
+    return __len__
 
 
 def _new_seed(obj: object) -> int:

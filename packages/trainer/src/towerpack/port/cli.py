@@ -1,5 +1,5 @@
-"""The ``towerpack`` command; ``towerpack port PATH... [--diff] [--check]`` moves a tensorpack project
-to towerpack.
+"""The ``towerpack`` command; ``towerpack port PATH... [--diff] [--check] [--fix-gpu-guards]`` moves a
+tensorpack project to towerpack.
 
 It rewrites the files in place (``--diff`` prints a unified diff instead, ``--check`` only says what
 would change), prints a summary, then the places that need a person as ``file:line: message``.
@@ -18,12 +18,14 @@ import argparse
 import ast
 import difflib
 import enum
+import io
 import sys
+import tokenize
 from pathlib import Path
 
 import libcst as cst
 
-from . import tf_api
+from . import star_names, tf_api
 from .codemod import Ported, port_source
 from .files import python_files
 from .findings import Finding, Kind
@@ -47,9 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     port = commands.add_parser(
         "port",
         help="move a tensorpack project to towerpack",
-        description="Rewrite a tensorpack (0.11) project's imports to towerpack and TensorFlow 1 imports to "
-        "tf.compat.v1, in place, then report file:line places that need a person (names with no home "
-        "in towerpack, tf.contrib, TF 1 APIs gone from TensorFlow 2.21, GPU-only assertions).",
+        description="Rewrite a tensorpack (0.11) project's imports to towerpack, TensorFlow 1 imports to "
+        "tf.compat.v1, tf.contrib names to their maintained homes (tf_slim, TensorFlow Probability, "
+        "tf.compat.v1) and names NumPy, SciPy, Pillow and Python removed to their exact replacements, in "
+        "place; then report file:line places that need a person (names with no home in towerpack, "
+        "tf.contrib and TF 1 APIs without one, other removed names, float shape dimensions, names a star "
+        "import no longer gives, GPU-only guards).",
         epilog="Exit status: 0 everything ported (reported places are warnings); 1 with --check: files "
         "would change; 2 something could not be ported (a file that does not parse, a missing path, "
         "a name with no home).",
@@ -57,16 +62,24 @@ def _parser() -> argparse.ArgumentParser:
     port.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories to walk for *.py")
     port.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
     port.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
+    port.add_argument(
+        "--fix-gpu-guards",
+        action="store_true",
+        help="also make the GPU-only guards pass on a machine without GPUs, by exactly the edits the "
+        "report names: `n = get_num_gpu()` becomes `n = get_num_gpu() or 1`, other guards are dropped",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     mode = Mode.CHECK if args.check else Mode.DIFF if args.diff else Mode.WRITE
-    return int(port(args.paths, mode, diff=args.diff))
+    return int(port(args.paths, mode, diff=args.diff, fix_gpu_guards=args.fix_gpu_guards))
 
 
-def port(paths: list[str], mode: Mode, diff: bool = False, out=None, err=None) -> ExitCode:
+def port(
+    paths: list[str], mode: Mode, diff: bool = False, out=None, err=None, fix_gpu_guards: bool = False
+) -> ExitCode:
     out = out or sys.stdout
     err = err or sys.stderr
     files, missing = python_files(paths)
@@ -75,7 +88,7 @@ def port(paths: list[str], mode: Mode, diff: bool = False, out=None, err=None) -
         print(f"{path}: no such file or directory", file=err)
     ported: list[tuple[Path, Ported]] = []
     for path in files:
-        result = _port_file(path, err)
+        result = _port_file(path, err, fix_gpu_guards)
         if result is None:
             failed += 1
             continue
@@ -94,6 +107,11 @@ def port(paths: list[str], mode: Mode, diff: bool = False, out=None, err=None) -
                 print(f"ported {path}", file=out)
             elif mode is Mode.CHECK:
                 print(f"would port {path}", file=out)
+            for fix in result.fixed:
+                print(
+                    f"{path}: {'fixed' if mode is Mode.WRITE else 'would fix'} a GPU-only guard: {fix}",
+                    file=out,
+                )
     changed = sum(r.changed for _, r in ported)
     verb = "ported" if mode is Mode.WRITE else "would be ported"
     summary = f"towerpack port: {changed} file(s) {verb}, {len(ported) - changed} unchanged"
@@ -112,20 +130,41 @@ def port(paths: list[str], mode: Mode, diff: bool = False, out=None, err=None) -
     return ExitCode.OK
 
 
-def _port_file(path: Path, err) -> Ported | None:
+def _port_file(path: Path, err, fix_gpu_guards: bool = False) -> Ported | None:
     try:
         code = path.read_bytes()
     except OSError as e:
         print(f"{path}: cannot read: {e.strerror}", file=err)
         return None
+    problem = _decode_problem(code)
+    if problem is not None:
+        print(f"{path}: cannot decode: {problem}", file=err)
+        return None
     try:
-        return port_source(code, str(path))
+        return port_source(code, str(path), fix_gpu_guards=fix_gpu_guards)
     except cst.ParserSyntaxError as e:
         print(f"{path}:{_syntax_error(code, e)}", file=err)
         return None
-    except (UnicodeDecodeError, LookupError) as e:
-        print(f"{path}: cannot decode: {e}", file=err)
+    except Exception as e:  # a bug of the port itself: name the file and go on with the others
+        print(f"{path}: could not be ported ({type(e).__name__}: {e}); please report this", file=err)
         return None
+
+
+def _decode_problem(code: bytes) -> str | None:
+    """Why Python could not read ``code`` as text (None: it can): not in the encoding its coding
+    line or BOM names, or not UTF-8 without one."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(code).readline)
+        code.decode(encoding)
+    except SyntaxError as e:  # detect_encoding's way of saying the first lines do not decode
+        if "invalid or missing" in str(e):
+            return "not UTF-8, and no coding line (`# -*- coding: latin-1 -*-`) names its encoding"
+        if "encoding problem" in str(e):
+            return f"its UTF-8 BOM contradicts its coding line ({e})"
+        return str(e)
+    except UnicodeDecodeError as e:
+        return f"not {e.encoding}, as its coding line or BOM says ({e.reason} at byte {e.start})"
+    return None
 
 
 def _syntax_error(code: bytes, error: cst.ParserSyntaxError) -> str:
@@ -134,7 +173,8 @@ def _syntax_error(code: bytes, error: cst.ParserSyntaxError) -> str:
     try:
         ast.parse(code)
     except SyntaxError as e:
-        return f"{e.lineno}:{e.offset}: does not parse: {e.msg}"
+        if e.lineno is not None:
+            return f"{e.lineno}:{e.offset}: does not parse: {e.msg}"
     except ValueError:
         pass
     return f"{error.raw_line}:{error.raw_column + 1}: does not parse: {error.message}"
@@ -155,6 +195,7 @@ def report(ported: list[tuple[str, Ported]]) -> tuple[list[Finding], list[str]]:
     findings = [f for _, r in ported for f in r.findings]
     for path, r in ported:
         findings += tf_api.findings(path, r.tf_uses, checked)
+        findings += star_names.findings(path, r.star_use)
     notes = [tf_api.NOT_CHECKED] if tf_api.Availability.UNCHECKED in checked.values() else []
     return sorted(findings, key=lambda f: (f.path, f.line, f.message)), notes
 

@@ -1,6 +1,7 @@
-"""Ports one module's source: the tensorpack and TensorFlow import rewrites, then what the result
-still needs from a person (names with no home, GPU-only assertions) and the TensorFlow names it uses
-(checked for the whole run at once, see tf_api.py)."""
+"""Ports one module's source: the tensorpack and TensorFlow import rewrites (and exact fixes for names
+NumPy, SciPy, Pillow and Python removed, stack_rewrite.py), then what the result still needs from a
+person (names with no home, GPU-only guards, removed names, float dimensions) and the TensorFlow names
+it uses (checked for the whole run at once, see tf_api.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from . import tensorflow_imports, tensorpack_imports
+from . import (
+    contrib_rewrite,
+    dedup_imports,
+    float_shapes,
+    stack_rewrite,
+    star_names,
+    tensorflow_imports,
+    tensorpack_imports,
+)
 from .findings import Finding
-from .gpu_asserts import gpu_asserts
+from .gpu_guards import fixed_for_cpu, gpu_guards
 from .reference_paths import absolutize, reference_package, rewrite_path_strings
 from .tf_names import TFUse, tf_uses
 
@@ -29,6 +38,8 @@ class Ported:
     encoding: str
     findings: list[Finding]
     tf_uses: list[TFUse]
+    fixed: tuple[str, ...] = ()  # GPU-only guards fixed for CPU runs (fix_gpu_guards), in words
+    star_use: star_names.StarUse | None = None  # names its tensorpack star imports may have given
 
     @property
     def changed(self) -> bool:
@@ -38,9 +49,10 @@ class Ported:
         return which.decode(self.encoding)
 
 
-def port_source(code: str | bytes, path: str = "<source>") -> Ported:
+def port_source(code: str | bytes, path: str = "<source>", fix_gpu_guards: bool = False) -> Ported:
     """Port ``code`` (the file at ``path``: inside a ``tensorpack`` package tree, its relative imports
-    name reference modules); raises libcst.ParserSyntaxError when it does not parse."""
+    name reference modules); raises libcst.ParserSyntaxError when it does not parse. With
+    ``fix_gpu_guards``, the GPU-only guards the report would name are fixed for CPU runs."""
     original = code.encode("utf-8") if isinstance(code, str) else code
     module = cst.parse_module(original)
     package = reference_package(path)
@@ -52,12 +64,23 @@ def port_source(code: str | bytes, path: str = "<source>") -> Ported:
         module = rewrite_path_strings(module)
     if b"tensorflow" in original:
         module = tensorflow_imports.rewrite(module)
+        module = contrib_rewrite.rewrite(module)  # tf.contrib names with an exact home
+    module = stack_rewrite.rewrite(module)  # NumPy's removed aliases, SciPy, Pillow, the stdlib
+    module = float_shapes.rewrite(module)
+    fixed: list[str] = []
+    if fix_gpu_guards:
+        module, fixed = fixed_for_cpu(module)
+    module = dedup_imports.rewrite(module, original)  # last: what the rewrites imported twice
     code = module.code
     wrapper = MetadataWrapper(module)
     findings = tensorpack_imports.leftovers(wrapper, path, no_home_uses) if "tensorpack" in code else []
-    findings += gpu_asserts(code, path)
+    findings += gpu_guards(code, path)
+    findings += stack_rewrite.leftovers(wrapper, path)
+    findings += float_shapes.float_shapes(wrapper, path)
+    findings += contrib_rewrite.leftovers(wrapper, path)
     uses = tf_uses(wrapper) if any(m in code for m in _TF_MODULES) else []
-    return Ported(original, module.bytes, module.encoding, findings, uses)
+    star_use = star_names.star_use(wrapper, original)
+    return Ported(original, module.bytes, module.encoding, findings, uses, tuple(fixed), star_use)
 
 
 def port_text(code: str) -> str:

@@ -15,6 +15,10 @@ class Kind(enum.Enum):
     TF_LEGACY_KERAS = "needs tf-keras"  # tf.compat.v1.layers and friends: Keras 2 only
     TF_KERAS = "tf.keras is Keras 3"
     GPU_ONLY = "assumes a GPU"
+    UNDEFINED = "undefined name"  # used, bound nowhere, not given by the file's star imports
+    NUMPY_REMOVED = "removed from NumPy"  # no exact replacement, or one the port could not write
+    STACK_REMOVED = "removed from a library"  # SciPy, Pillow, OpenCV 2, the standard library
+    FLOAT_SHAPE = "float dimension"  # a shape or channel count computed with / or floats
 
 
 @dataclass(frozen=True)

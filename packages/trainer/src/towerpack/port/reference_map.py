@@ -13,6 +13,10 @@ are rendered from it. One entry per reference module:
 - ``gives``: the modules whose ``__all__`` a package re-exports (what ``from package import *``
   gave besides its own names); ``also``: further towerpack homes of those names (only the top level
   ``tensorpack`` spreads over three towerpack packages).
+- ``older``: names ``from module import *`` gave in tensorpack 0.8-0.10 that 0.11 removed, each with
+  what to write instead. The module's home keeps them (each warns with that advice when used) and
+  its star import gives them, except submodules, imported by their path, and ``tf``/``np``, which a
+  star import never rebinds.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Ref:
     gives: tuple[str, ...] = ()
     also: tuple[str, ...] = ()
     why: str = ""
+    older: Mapping[str, str] = field(default_factory=dict)
 
 
 _CALLBACKS = "towerpack.trainer.callbacks"
@@ -310,6 +315,10 @@ REFERENCE: Mapping[str, Ref] = {
             "tensorpack.models.regularize",
             "tensorpack.models.shapes",
         ),
+        older={
+            "ImageSample": "tf.gather_nd at the four neighbours of each position, weighted bilinearly",
+            "SoftMax": "tf.nn.softmax(x), times a variable of your own for a learned temperature",
+        },
     ),
     "tensorpack.models.batch_norm": Ref(_MODELS, names=("BatchNorm", "BatchRenorm")),
     "tensorpack.models.common": Ref(
@@ -322,7 +331,9 @@ REFERENCE: Mapping[str, Ref] = {
     "tensorpack.models.linearwrap": Ref(_MODELS, names=("LinearWrap",)),
     "tensorpack.models.nonlin": Ref(_MODELS, names=("Maxout", "PReLU", "BNReLU")),
     "tensorpack.models.pool": Ref(
-        _MODELS, names=("MaxPooling", "FixedUnPooling", "AvgPooling", "GlobalAvgPooling")
+        _MODELS,
+        names=("MaxPooling", "FixedUnPooling", "AvgPooling", "GlobalAvgPooling"),
+        older={"BilinearUpSample": "tf.image.resize(x, [h * factor, w * factor], method='bilinear')"},
     ),
     "tensorpack.models.registry": Ref(_MODELS, names=("layer_register", "disable_layer_logging")),
     "tensorpack.models.regularize": Ref(
@@ -358,6 +369,10 @@ REFERENCE: Mapping[str, Ref] = {
             "tower",
         ),
         gives=("tensorpack.tfutils.common", "tensorpack.tfutils.sessinit", "tensorpack.tfutils.argscope"),
+        older={
+            "symbolic_functions": "from towerpack.trainer import symbolic_functions",
+            "distributed": "from towerpack.trainer import distributed",
+        },
     ),
     "tensorpack.tfutils.argscope": Ref(
         "towerpack.trainer.models.argscope",
@@ -384,7 +399,15 @@ REFERENCE: Mapping[str, Ref] = {
     "tensorpack.tfutils.distributed": Ref(
         "towerpack.trainer.distributed", extra=("get_distributed_session_creator",)
     ),
-    "tensorpack.tfutils.export": Ref("towerpack.trainer.export", names=("ModelExporter",)),
+    "tensorpack.tfutils.export": Ref(
+        "towerpack.trainer.export",
+        names=("ModelExporter",),
+        extra=("ModelExport",),
+        gone={
+            "ModelExport": "ModelExporter(PredictConfig(model=..., session_init=SmartInit(checkpoint), "
+            "input_names=..., output_names=...)).export_serving(path) (its signature keys are tensor names)",
+        },
+    ),
     "tensorpack.tfutils.gradproc": Ref(
         "towerpack.trainer.gradproc",
         names=(
@@ -432,13 +455,36 @@ REFERENCE: Mapping[str, Ref] = {
             "get_model_loader",
             "SmartInit",
         ),
+        older={"TryResumeTraining": "AutoResumeTrainConfig, or SmartInit(logger.get_logger_dir())"},
     ),
     "tensorpack.tfutils.summary": Ref(
         "towerpack.trainer.summary",
         names=("add_tensor_summary", "add_param_summary", "add_activation_summary", "add_moving_summary"),
     ),
     "tensorpack.tfutils.symbolic_functions": Ref(
-        "towerpack.trainer.symbolic_functions", names=("print_stat", "rms"), extra=("psnr",)
+        "towerpack.trainer.symbolic_functions",
+        names=("print_stat", "rms"),
+        extra=("psnr",),
+        older={
+            "prediction_incorrect": "tf.cast(tf.logical_not(tf.nn.in_top_k(logits, label, topk)), "
+            "tf.float32)",
+            "accuracy": "tf.reduce_mean(tf.cast(tf.nn.in_top_k(logits, label, topk), tf.float32))",
+            "flatten": "tf.reshape(x, [-1])",
+            "batch_flatten": "tf.reshape(x, [tf.shape(x)[0], -1])",
+            "huber_loss": "tf.losses.huber_loss(labels, predictions, delta=delta, "
+            "reduction=tf.losses.Reduction.NONE)",
+            "get_scalar_var": "tf.get_variable(name, initializer=float(init_value), trainable=False)",
+            "class_balanced_cross_entropy": "a loss of your own (HED's class-balanced cross entropy)",
+            "class_balanced_sigmoid_cross_entropy": "tf.nn.weighted_cross_entropy_with_logits(labels, "
+            "logits, pos_weight=beta / (1 - beta))",
+            "guided_relu": "graph.gradient_override_map({'Relu': <a gradient registered with "
+            "tf.RegisterGradient>})",
+            "saliency_map": "tf.gradients(tf.reduce_max(output, 1), input)[0]",
+            "shapeless_placeholder": "tf.placeholder_with_default(x, shape=...), None where the shape varies",
+            # Before 0.8.6 the module had no __all__: its star import gave its own imports too.
+            "tf": "import tensorflow.compat.v1 as tf",
+            "np": "import numpy as np",
+        },
     ),
     "tensorpack.tfutils.tower": Ref(
         "towerpack.trainer.tower",
@@ -464,6 +510,7 @@ REFERENCE: Mapping[str, Ref] = {
             "get_checkpoint_path",
             "get_all_checkpoints",
         ),
+        older={"dump_chkpt_vars": "load_chkpt_vars(path)"},
     ),
     "tensorpack.tfutils.varreplace": Ref(
         "towerpack.trainer.varreplace", names=("custom_getter_scope", "freeze_variables", "remap_variables")

@@ -83,7 +83,7 @@ def resolve_name(module: str, name: str) -> Target:
 
 
 def _own(module: str, ref: Ref, name: str, exported_only: bool) -> Target | None:
-    if name not in ref.names and (exported_only or name not in ref.extra):
+    if name not in ref.names and name not in ref.older and (exported_only or name not in ref.extra):
         return None
     if name in ref.gone:
         return Target(How.NO_HOME, None, ref.gone[name])

@@ -60,6 +60,15 @@ def uses(wrapper_metadata, statement: cst.Import | cst.ImportFrom) -> Iterator[t
             yield assignment, Use(node, tuple(attributes))
 
 
+def alias_comment(alias: cst.ImportAlias) -> str | None:
+    """The comment after ``name,`` in a parenthesized import list."""
+    comma = alias.comma
+    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        comment = comma.whitespace_after.first_line.comment
+        return comment.value if comment else None
+    return None
+
+
 def import_alias_name(alias: cst.ImportAlias) -> str:
     name = dotted(alias.name)
     assert name is not None

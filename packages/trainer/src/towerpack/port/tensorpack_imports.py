@@ -18,6 +18,7 @@ from .findings import Finding, Kind
 from .reference_map import REFERENCE
 from .resolve import How, is_reference, module_home, resolve_name, resolve_path, star_homes
 from .syntax import (
+    alias_comment,
     dotted,
     expression,
     from_imports,
@@ -120,14 +121,14 @@ class _Planner(cst.CSTVisitor):
             asname = dotted(alias.asname.name) if alias.asname else None
             target = resolve_name(module, name)
             if target.how is How.NO_HOME or target.module is None:
-                kept.append((module, name, asname, _comment(alias)))
+                kept.append((module, name, asname, alias_comment(alias)))
             elif target.how is How.SUBMODULE and target.reference is not None:
                 parent, _, last = target.module.rpartition(".")
                 local = asname or name
-                items.append((parent, last, None if last == local else local, _comment(alias)))
+                items.append((parent, last, None if last == local else local, alias_comment(alias)))
                 bindings[local] = _Binding(local, target.reference, target.module)
             else:
-                items.append((target.module, name, asname, _comment(alias)))
+                items.append((target.module, name, asname, alias_comment(alias)))
         if not items:
             return
         groups = list(dict.fromkeys(item[0] for item in items))
@@ -253,15 +254,6 @@ def _module_message(module: str) -> str:
 
 def _asname(alias: cst.ImportAlias) -> str | None:
     return dotted(alias.asname.name) if alias.asname else None
-
-
-def _comment(alias: cst.ImportAlias) -> str | None:
-    """The comment after ``name,`` in a parenthesized import list."""
-    comma = alias.comma
-    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
-        comment = comma.whitespace_after.first_line.comment
-        return comment.value if comment else None
-    return None
 
 
 def _imports(modules) -> list[cst.BaseSmallStatement]:

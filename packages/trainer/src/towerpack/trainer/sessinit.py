@@ -20,6 +20,7 @@ import numpy as np
 from . import logger
 from .common import get_op_tensor_name
 from .compat import tfv1
+from .legacy.warn import warn_removed
 from .varmanip import SessionUpdate, get_checkpoint_path, get_savename_from_varname, is_training_name
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SaverRestoreRelaxed",
     "SessionInit",
     "SmartInit",
+    "TryResumeTraining",  # removed by the reference before 0.11, kept for older scripts
     "get_model_loader",
 ]
 
@@ -280,3 +282,15 @@ def SmartInit(obj, ignore_mismatch: bool = False) -> SessionInit:
 
 
 get_model_loader = SmartInit
+
+
+def TryResumeTraining() -> SessionInit:
+    """The reference's removed ``TryResumeTraining``: restore the log directory's latest
+    checkpoint if it has one (a ``checkpoint`` file), else :class:`JustCurrentSession`."""
+    warn_removed("tensorpack.tfutils.sessinit", "TryResumeTraining")
+    directory = logger.get_logger_dir()
+    pointer = os.path.join(directory, "checkpoint") if directory else ""
+    if not os.path.isfile(pointer):
+        return JustCurrentSession()
+    logger.info("Found checkpoint at %s.", pointer)
+    return SaverRestore(pointer)

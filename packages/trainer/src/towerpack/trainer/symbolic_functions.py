@@ -1,5 +1,7 @@
 """Small graph functions of a tensor: its RMS, a printout of its statistics while the graph runs,
-and the PSNR of a prediction (the reference's ``tfutils.symbolic_functions``).
+and the PSNR of a prediction (the reference's ``tfutils.symbolic_functions``). The functions the
+reference removed from this module before 0.11 (``prediction_incorrect``, ``get_scalar_var``, ...)
+are here too, from :mod:`towerpack.trainer.legacy.symbolic`, each warning what to use instead.
 
 ``print_stat`` prints with ``tf.print`` (``tf.Print`` is gone from TensorFlow 2): ``x`` comes back
 through an identity that depends on the print, so the print runs whenever ``x`` is computed.
@@ -12,8 +14,10 @@ import numbers
 import sys
 
 from .compat import tf, tfv1
+from .legacy import symbolic as _legacy
+from .legacy.symbolic import *  # noqa: F403
 
-__all__ = ["print_stat", "psnr", "rms"]
+__all__ = ["print_stat", "psnr", "rms", *_legacy.__all__]
 
 
 def rms(x, name: str | None = None):

@@ -16,9 +16,11 @@ import numpy as np
 from . import logger
 from .common import get_op_tensor_name
 from .compat import tf, tfv1
+from .legacy.warn import removed
 
 __all__ = [
     "SessionUpdate",
+    "dump_chkpt_vars",  # removed by the reference before 0.11, kept for older scripts
     "dump_session_params",
     "get_all_checkpoints",
     "get_checkpoint_path",
@@ -187,6 +189,12 @@ def load_chkpt_vars(path: str) -> dict:
 
 save_checkpoint_vars = save_chkpt_vars
 load_checkpoint_vars = load_chkpt_vars
+
+
+@removed("tensorpack.tfutils.varmanip")
+def dump_chkpt_vars(model_path: str) -> dict:
+    """The reference's removed name of :func:`load_chkpt_vars`."""
+    return load_chkpt_vars(model_path)
 
 
 def get_checkpoint_path(path: str) -> str:

@@ -13,6 +13,7 @@ from .conv2d import Conv2D, Conv2DTranspose, Deconv2D
 from .dropout import Dropout
 from .fc import FullyConnected
 from .layer_norm import InstanceNorm, LayerNorm
+from .legacy import BilinearUpSample, ImageSample, SoftMax  # removed by the reference, kept
 from .linearwrap import LinearWrap
 from .nonlin import BNReLU, LeakyReLU, Maxout, PReLU
 from .pool import AvgPooling, FixedUnPooling, GlobalAvgPooling, MaxPooling
@@ -27,6 +28,7 @@ __all__ = [
     "BNReLU",
     "BatchNorm",
     "BatchRenorm",
+    "BilinearUpSample",
     "ConcatWith",
     "Conv2D",
     "Conv2DTranspose",
@@ -36,6 +38,7 @@ __all__ = [
     "FixedUnPooling",
     "FullyConnected",
     "GlobalAvgPooling",
+    "ImageSample",
     "InstanceNorm",
     "LayerNorm",
     "LeakyReLU",
@@ -43,6 +46,7 @@ __all__ = [
     "MaxPooling",
     "Maxout",
     "PReLU",
+    "SoftMax",
     "SyncMode",
     "VariableHolder",
     "argscope",
