@@ -29,7 +29,7 @@ from towerpack.dataflow import (
 from towerpack.dataflow.ledger import Ledger
 from towerpack.dataflow.position import DataPosition
 from towerpack.dataflow.position_split import Units, dropped_positions, fixed_runs, leftover_runs
-from towerpack.dataflow.position_tags import KEY_SHIFT, keys_of, pack_keys, split_keys, unpack_keys
+from towerpack.dataflow.position_tags import KEY_SHIFT, keys_of, pack_keys, runs_of, split_keys, unpack_keys
 from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
 from towerpack.dataflow.sharding import Remainder, Shard
 
@@ -128,20 +128,50 @@ def test_the_ledger_adds_up_ranks_and_lets_finished_epochs_go():
         ledger.add(keys_of(3, np.array([6])))
 
 
-@settings(max_examples=100, deadline=None, database=None)
-@given(
-    base=st.integers(1, 50),
-    keys=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**32 - 1)), max_size=40),
-    capacity=st.integers(1, 50),
+def _keys(runs: list[tuple[int, int, int]]) -> np.ndarray:
+    """The keys of runs ``(epoch, first position, length)``."""
+    return np.array(
+        [(e << KEY_SHIFT) | p for e, first, n in runs for p in range(first, first + n)], dtype=np.int64
+    ).reshape(-1)
+
+
+_runs = st.lists(
+    st.tuples(st.integers(0, 2**22), st.integers(0, 2**KEY_SHIFT - 70), st.integers(1, 65)), max_size=12
 )
-def test_keys_travel_exactly_in_float32_rows(base, keys, capacity):
-    keys = np.array([((base + e) << KEY_SHIFT) | p for e, p in keys], dtype=np.int64)
-    row, rest = pack_keys(keys, base, capacity)
-    assert row.dtype == np.float32
-    rows = np.zeros((3, len(row)), np.float32)
-    rows[1] = row  # the other ranks' rows are zero in one rank's contribution to the sum
-    assert unpack_keys(rows, base).tolist() == keys[:capacity].tolist()
-    assert rest.tolist() == keys[capacity:].tolist()
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(ranks=st.lists(_runs, min_size=1, max_size=4), capacity=st.integers(1, 40), data=st.data())
+def test_keys_travel_exactly_in_fixed_int64_rows_runs_in_two_entries(ranks, capacity, data):
+    # Each rank packs its keys (shuffled, with duplicates) into a row of the same size; the gathered rows
+    # give back exactly the distinct keys that fit, the smallest first, and the rest stays behind.
+    rows, sent = [], []
+    for runs in ranks:
+        keys = _keys(runs)
+        mixed = np.array(data.draw(st.permutations(np.concatenate([keys, keys[:3]]).tolist())), np.int64)
+        row, rest = pack_keys(mixed, capacity)
+        assert row.dtype == np.int64 and row.shape == (1 + capacity,)
+        distinct = np.unique(keys)
+        mine = unpack_keys(row)
+        assert mine.tolist() == distinct[: len(mine)].tolist()
+        assert rest.tolist() == distinct[len(mine) :].tolist()
+        if 2 * len(runs_of(distinct)[0]) <= capacity:  # every run fits in two entries, whatever its length
+            assert not len(rest)
+        assert len(mine) >= min(capacity, len(distinct))  # never fewer keys than entries
+        rows.append(row)
+        sent.append(mine)
+    assert unpack_keys(np.stack(rows)).tolist() == np.concatenate(sent).tolist()
+
+
+def test_bad_rows_and_keys_are_refused_by_name():
+    with pytest.raises(ValueError, match="keys are >= 0, got -3"):
+        pack_keys(np.array([4, -3]), 8)
+    with pytest.raises(ValueError, match="capacity must be >= 1, got 0"):
+        pack_keys(np.array([4]), 0)
+    with pytest.raises(ValueError, match=r"counts \[5\] entries in 2"):
+        unpack_keys(np.array([5, 1, 2]))
+    with pytest.raises(ValueError, match="a run length that follows no key"):
+        unpack_keys(np.array([3, 4, -1, -1]))
 
 
 # -- the splits: servers' fixed parts, and what "drop" leaves out --------------------------------------

@@ -9,7 +9,8 @@ datapoint it yields (:func:`join`), so that they count as done once that datapoi
 
 :class:`TagLog` keeps the tags of the datapoints a consumer took, in order (what a job did with
 them is kept by :class:`~towerpack.dataflow.ledger.Ledger`); :func:`pack_keys` and
-:func:`unpack_keys` put keys into the float32 rows that ranks all-reduce to learn each other's.
+:func:`unpack_keys` put keys into the fixed-size ``int64`` rows that ranks all-gather to learn each
+other's (consecutive keys as runs: a step's batch often takes consecutive positions).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "join_all",
     "keys_of",
     "pack_keys",
+    "runs_of",
     "split_keys",
     "unpack_keys",
 ]
@@ -109,39 +111,62 @@ class TagLog:
         return len(self._entries)
 
 
-#: Positions and epochs travel as two float32 halves of 24 bits each: exact in an all-reduce sum.
-_HALF = 24
-_HALF_MASK = (1 << _HALF) - 1
-_EPOCH_BITS = 16
+def runs_of(numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, lengths)`` of the runs of consecutive values in sorted, distinct ``numbers``."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    if not len(numbers):
+        return _EMPTY, _EMPTY
+    breaks = np.flatnonzero(np.diff(numbers) != 1) + 1
+    firsts = np.concatenate([[0], breaks])
+    return numbers[firsts], np.diff(np.concatenate([firsts, [len(numbers)]]))
 
 
-def pack_keys(keys: np.ndarray, base_epoch: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """A float32 row of ``1 + 2 * capacity`` values holding up to ``capacity`` of ``keys``, and the
-    keys that did not fit. ``base_epoch``: the epoch the job started at (keys of earlier ones are not
-    sent: they are done)."""
-    epochs, positions = split_keys(np.asarray(keys, dtype=np.int64))
-    offset = epochs - int(base_epoch)
-    keep = offset >= 0
-    if keep.any() and (int(offset[keep].max()) >= 1 << _EPOCH_BITS or int(positions.max()) >= 1 << 32):
-        raise ValueError("a tag is beyond what the position exchange carries (2^32 items, 2^16 epochs)")
-    packed = (offset[keep] << 32) | positions[keep]
-    sent, rest = packed[:capacity], keys[keep][capacity:]
-    row = np.zeros(1 + 2 * capacity, np.float32)
-    row[0] = len(sent)
-    row[1 : 1 + len(sent)] = sent >> _HALF
-    row[1 + capacity : 1 + capacity + len(sent)] = sent & _HALF_MASK
-    return row, rest
+def pack_keys(keys: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """An ``int64`` row of ``1 + capacity`` values holding what fits of ``keys``, and the keys that
+    did not fit (sorted; the smallest go first).
+
+    The row is ``[n, entries..., 0...]``: ``n`` entries, each a key (``>= 0``) that starts a run of
+    consecutive keys, followed by ``-m`` when the run goes on for ``m`` more keys. A key alone takes
+    one entry, a run of any length two; a row holds each distinct key once.
+    """
+    if capacity < 1:
+        raise ValueError(f"pack_keys: capacity must be >= 1, got {capacity}")
+    keys = np.unique(np.asarray(keys, dtype=np.int64))
+    if len(keys) and keys[0] < 0:
+        raise ValueError(f"pack_keys: keys are >= 0, got {int(keys[0])}")
+    starts, lengths = runs_of(keys)
+    end = np.cumsum(np.where(lengths > 1, 2, 1))
+    whole = int(np.searchsorted(end, capacity, side="right"))  # the runs that fit whole
+    if whole < len(starts) and (end[whole - 1] if whole else 0) < capacity:
+        lengths = lengths.copy()
+        lengths[whole] = 1  # one entry left: the next run's first key goes alone
+        whole += 1
+    starts, lengths = starts[:whole], lengths[:whole]
+    runs = lengths > 1
+    cost = np.where(runs, 2, 1)
+    at = 1 + np.cumsum(cost) - cost
+    row = np.zeros(1 + capacity, np.int64)
+    row[0] = cost.sum()
+    row[at] = starts
+    row[at[runs] + 1] = 1 - lengths[runs]
+    return row, keys[int(lengths.sum()) :]
 
 
-def unpack_keys(rows: np.ndarray, base_epoch: int) -> np.ndarray:
-    """The keys in ``rows`` (one per rank, as :func:`pack_keys` made them)."""
-    rows = np.asarray(rows)
-    capacity = (rows.shape[1] - 1) // 2
-    out = []
-    for row in rows:
-        n = round(float(row[0]))
-        hi = np.rint(row[1 : 1 + n]).astype(np.int64)
-        lo = np.rint(row[1 + capacity : 1 + capacity + n]).astype(np.int64)
-        packed = (hi << _HALF) | lo
-        out.append(((packed >> 32) + int(base_epoch)) << KEY_SHIFT | (packed & 0xFFFFFFFF))
-    return np.concatenate(out) if out else _EMPTY
+def unpack_keys(rows: np.ndarray) -> np.ndarray:
+    """The keys in ``rows`` (one row, or one per rank, as :func:`pack_keys` made them)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    rows = rows.reshape(-1, rows.shape[-1])
+    counts = rows[:, 0]
+    if np.any(counts < 0) or np.any(counts >= rows.shape[1]):
+        raise ValueError(f"a row of keys counts {counts.tolist()} entries in {rows.shape[1] - 1}")
+    entries = rows[:, 1:][np.arange(rows.shape[1] - 1) < counts[:, None]]
+    if not len(entries):
+        return _EMPTY
+    more = entries < 0
+    firsts = np.flatnonzero(~more)
+    if np.any(more & ~np.concatenate([[False], ~more[:-1]])):
+        raise ValueError("a row of keys has a run length that follows no key")
+    lengths = np.ones(len(firsts), np.int64)
+    lengths[np.cumsum(~more)[more] - 1] -= entries[more]
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(entries[firsts] - offsets, lengths)

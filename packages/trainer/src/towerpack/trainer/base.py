@@ -154,6 +154,12 @@ class Trainer:
         every process must run in the same steps; None for trainers of one process."""
         return None
 
+    def allgather(self, tensor, name: str | None = None):
+        """Every process's ``tensor`` (of one shape in all), concatenated along the first dimension in
+        an order all of them agree on, as an op every process must run in the same steps; None for
+        trainers of one process."""
+        return None
+
     def training_vs_name(self, device: int = 0) -> str:
         """The variable scope of the training tower on ``device``, whose variables a prediction tower
         reuses: the root scope ("") for a trainer without towers."""
@@ -495,7 +501,9 @@ class Trainer:
 
 def _warn_unused_regularization() -> None:
     losses = tfv1.get_collection(tfv1.GraphKeys.REGULARIZATION_LOSSES)
-    if not losses:
+    # get_variable(regularizer=...) collects lazily evaluated tensors that are built anew where they
+    # are used: whether the cost uses them cannot be told from the graph.
+    if not losses or not all(hasattr(t, "consumers") for t in losses):
         return
     consumers = {op for t in losses for op in t.consumers()}
     if not consumers:

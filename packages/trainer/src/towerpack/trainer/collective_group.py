@@ -1,4 +1,4 @@
-"""The processes of a collective job as one group: all-reduce and broadcast ops with matching keys.
+"""The processes of a collective job as one group: all-reduce, all-gather and broadcast ops, keys matched.
 
 :class:`~towerpack.trainer.collective_trainer.CollectiveAllReduceTrainer` makes one per graph; layers
 that reduce across processes (synchronized BatchNorm) find it with :func:`collective_group`.
@@ -104,6 +104,17 @@ class CollectiveGroup:
 
         with tf.name_scope(name or "CollectiveAllReduce"):
             return reduce(t)
+
+    def all_gather(self, t, name: str | None = None):
+        """Every process's ``t`` (of one shape in all), concatenated along the first dimension in the
+        group's order (on the host; no gradient)."""
+        t = tf.convert_to_tensor(t)
+        if self.size == 1:
+            return tf.identity(t, name=name)
+        with tf.device(self.host), tf.name_scope(name or "CollectiveAllGather"):
+            return collective_ops.all_gather_v2(
+                t, self.size, _HOST_GROUP_KEY, self._next_key(), communication_hint="ring"
+            )
 
     def broadcast_from_rank0(self, t):
         """Rank 0's value of ``t`` (on the host), in every process."""

@@ -136,6 +136,11 @@ class CollectiveAllReduceTrainer(SingleCostTrainer):
         """The sum of ``tensor`` over the ranks (on the host; for small values such as votes)."""
         return self.group.all_reduce(tensor, on_host=True, name=name)
 
+    def allgather(self, tensor, name: str | None = None):
+        """Every rank's ``tensor``, concatenated along the first dimension in the collective group's
+        order (on the host; for small values such as the position exchange's rows)."""
+        return self.group.all_gather(tensor, name=name)
+
     def allreduce(self, grads: list) -> list:
         """All-reduce a ``(grad, var)`` list across ranks (average or sum), packed (``pack_bytes``)."""
         if self.size == 1:

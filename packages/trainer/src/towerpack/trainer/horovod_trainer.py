@@ -184,6 +184,11 @@ class HorovodTrainer(SingleCostTrainer):
         """The sum of ``tensor`` over the ranks (a Horovod allreduce)."""
         return self.hvd.allreduce(tensor, op=self.hvd.Sum, name=name)
 
+    def allgather(self, tensor, name: str | None = None):
+        """Every rank's ``tensor``, concatenated along the first dimension in rank order (a Horovod
+        allgather)."""
+        return self.hvd.allgather(tensor, name=name)
+
     def _setup_graph(self, input, get_cost_fn, get_opt_fn):
         logger.info("Building the graph of one training tower (Horovod, %d ranks) ...", self.size)
         with TrainTowerContext(""):
