@@ -18,8 +18,8 @@ import tensorflow as tf
 from towerpack.port.cli import report
 from towerpack.port.codemod import port_source, port_text
 from towerpack.port.findings import Kind
-from towerpack.port.tf_contrib import NEAREST, TABLE, Covers, Rewrite
-from towerpack.port.tf_contrib_coverage import REFERENCE_EXAMPLES, coverage, upgrade_v2
+from towerpack.port.tf1.contrib_coverage import REFERENCE_EXAMPLES, coverage, upgrade_v2
+from towerpack.port.tf1.contrib_table import NEAREST, TABLE, Covers, Rewrite
 
 RESOLVE_TIMEOUT_S = 600
 
@@ -286,7 +286,7 @@ def test_a_home_that_is_not_installed_is_named_with_what_to_install(monkeypatch)
 # must be set before TensorFlow is imported (as towerpack.trainer does).
 RESOLVE = """
 import importlib, json
-from towerpack.port.tf_contrib import NEAREST, TABLE, Covers
+from towerpack.port.tf1.contrib_table import NEAREST, TABLE, Covers
 
 def attribute(dotted):
     parts = dotted.split(".")

@@ -16,8 +16,8 @@ import pytest
 
 from towerpack.port.codemod import port_source, port_text
 from towerpack.port.findings import Kind
-from towerpack.port.numpy_removals import NUMPY
-from towerpack.port.stack_removals import Status
+from towerpack.port.stack.numpy_table import NUMPY
+from towerpack.port.stack.table import Status
 
 
 def src(text: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from towerpack.port.codemod import port_source, port_text
 from towerpack.port.findings import Kind
-from towerpack.port.stack_removals import STACK, Status
+from towerpack.port.stack.table import STACK, Status
 
 
 def src(text: str) -> str:

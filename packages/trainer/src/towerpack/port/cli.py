@@ -25,10 +25,11 @@ from pathlib import Path
 
 import libcst as cst
 
-from . import star_names, tf_api
+from . import star_names
 from .codemod import Ported, port_source
 from .files import python_files
 from .findings import Finding, Kind
+from .tf1 import api as tf_api
 
 
 class ExitCode(enum.IntEnum):

@@ -1,7 +1,7 @@
 """Ports one module's source: the tensorpack and TensorFlow import rewrites (and exact fixes for names
-NumPy, SciPy, Pillow and Python removed, stack_rewrite.py), then what the result still needs from a
+NumPy, SciPy, Pillow and Python removed, stack/rewrite.py), then what the result still needs from a
 person (names with no home, GPU-only guards, removed names, float dimensions) and the TensorFlow names
-it uses (checked for the whole run at once, see tf_api.py)."""
+it uses (checked for the whole run at once, see tf1/api.py)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,14 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from . import (
-    contrib_rewrite,
-    dedup_imports,
-    float_shapes,
-    stack_rewrite,
-    star_names,
-    tensorflow_imports,
-    tensorpack_imports,
-)
+from . import dedup_imports, star_names, tensorpack_imports
 from .findings import Finding
 from .gpu_guards import fixed_for_cpu, gpu_guards
 from .reference_paths import absolutize, reference_package, rewrite_path_strings
-from .tf_names import TFUse, tf_uses
+from .stack import rewrite as stack_rewrite
+from .tf1 import contrib_rewrite, float_shapes
+from .tf1 import imports as tensorflow_imports
+from .tf1.names import TFUse, tf_uses
 
 # A module that mentions none of these uses no TensorFlow name (the analysis is skipped).
 _TF_MODULES = ("tensorflow", "tf_keras", "towerpack.trainer.compat")

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-from . import tf_api
 from .findings import Finding, Kind
 from .reference_map import REFERENCE
 from .resolve import is_reference
 from .syntax import dotted
+from .tf1 import api as tf_api
 
 SHOWN_LINES = 8  # later uses of a name listed in its finding
 # Names through which code binds names no scope analysis sees.

@@ -1,15 +1,15 @@
 """What TensorFlow 2.21 no longer has of the TensorFlow 1 API, and what to use instead, as data.
 
 Paths are relative to the TensorFlow API (``contrib.slim`` for ``tf.contrib.slim``). The report picks
-the entry with the longest matching prefix: a tf.contrib name's own entry in tf_contrib.py (its exact
+the entry with the longest matching prefix: a tf.contrib name's own entry in contrib_table.py (its exact
 home, which towerpack port writes where it can, or its nearest replacement), else its module's
 advice below. These hold without importing TensorFlow; everything else is checked against the
-installed TensorFlow (tf_api.py).
+installed TensorFlow (api.py).
 """
 
 from __future__ import annotations
 
-from .tf_contrib import CONTRIB_EXTRA, Nearest, Rewrite, lookup
+from .contrib_table import CONTRIB_EXTRA, Nearest, Rewrite, lookup
 
 _NO_CONTRIB = "tf.contrib is gone from TensorFlow 2 (there is no tf.compat.v1.contrib)"
 _LEGACY_KERAS = (

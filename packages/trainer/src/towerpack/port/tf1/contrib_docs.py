@@ -1,10 +1,10 @@
-"""The tf.contrib part of docs/migrating.md, rendered from the table (tf_contrib.py) and its coverage
-(tf_contrib_coverage.py); render_docs.py puts it between its markers."""
+"""The tf.contrib part of docs/migrating.md, rendered from the table (contrib_table.py) and its coverage
+(contrib_coverage.py); render_docs.py puts it between its markers."""
 
 from __future__ import annotations
 
-from .tf_contrib import CONTRIB_EXTRA, NEAREST, TABLE, Covers, Rewrite, shown
-from .tf_contrib_coverage import REFERENCE_EXAMPLES, REFERENCE_LIBRARY, coverage, upgrade_v2
+from .contrib_coverage import REFERENCE_EXAMPLES, REFERENCE_LIBRARY, coverage, upgrade_v2
+from .contrib_table import CONTRIB_EXTRA, NEAREST, TABLE, Covers, Rewrite, shown
 
 
 def _code(text: str) -> str:

@@ -4,7 +4,7 @@ constants, the Python standard library), and what to use instead, as data.
 A table maps a dotted path (``scipy.misc.imread``; a module path covers everything under it) to a
 ``Removal``. ``new`` is set only where the replacement is exactly the same object or value, and then
 ``towerpack port`` rewrites the code; otherwise ``advice`` says what to do and the place is reported.
-NumPy's table is numpy_removals.py; stack_rewrite.py applies both.
+NumPy's table is numpy_table.py; rewrite.py applies both.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .findings import Kind
+from ..findings import Kind
 
 
 class Status(enum.Enum):

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, ScopeProvider
 from libcst.metadata.scope_provider import ImportAssignment, Scope
 
-from .syntax import dotted, from_module, import_alias_name
+from ..syntax import dotted, from_module, import_alias_name
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .syntax import dotted, expression, from_imports, from_module, import_alias_name, one_statement_a_line
+from ..syntax import dotted, expression, from_imports, from_module, import_alias_name, one_statement_a_line
 
 V1 = "tensorflow.compat.v1"
 KERAS = "tf_keras"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .findings import Finding, Kind
-from .syntax import dotted
+from ..findings import Finding, Kind
+from ..syntax import dotted
 
 _TF = frozenset({"tf", "tensorflow", "v1", "tfv1"})
 _NP = frozenset({"np", "numpy"})

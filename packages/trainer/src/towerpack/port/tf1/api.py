@@ -1,6 +1,6 @@
 """Checks the TensorFlow names a port leaves against the installed TensorFlow, and words the findings.
 
-tf.contrib, tf.estimator and tf.keras have fixed answers (tf_removed.py). Every other name is looked
+tf.contrib, tf.estimator and tf.keras have fixed answers (removed.py). Every other name is looked
 up in TensorFlow itself, imported here on first need (a few seconds, once per run): a name TF 2.21
 dropped even from ``tf.compat.v1`` is reported. ``tf.compat.v1.layers`` and ``nn.rnn_cell`` exist
 only with tf-keras and TF_USE_LEGACY_KERAS=1 (which towerpack.trainer sets where tf-keras is
@@ -21,9 +21,9 @@ import sys
 from collections.abc import Iterable
 from types import ModuleType
 
-from .findings import Finding, Kind
-from .tf_names import TFName, TFUse
-from .tf_removed import LAYERS_ADVICE, LEGACY_KERAS_ADVICE, contrib_advice, gone_advice, needs_legacy_keras
+from ..findings import Finding, Kind
+from .names import TFName, TFUse
+from .removed import LAYERS_ADVICE, LEGACY_KERAS_ADVICE, contrib_advice, gone_advice, needs_legacy_keras
 
 LEGACY_CHECK_TIMEOUT_S = 300
 SHOWN_LINES = 8  # later uses of a name listed in its finding
@@ -151,7 +151,7 @@ def _in_legacy_keras(names: list[TFName]) -> dict[TFName, bool]:
         return {}
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
     request = json.dumps([[n.module, list(n.attributes), n.from_import] for n in names])
-    code = "from towerpack.port.tf_api import legacy_check_main; legacy_check_main()"
+    code = "from towerpack.port.tf1.api import legacy_check_main; legacy_check_main()"
     try:
         out = subprocess.run(
             [sys.executable, "-c", code],

@@ -3,13 +3,13 @@
 ``np.int`` and its kin were the builtins themselves (NumPy 1.20 deprecated them, 1.24 removed them;
 NumPy 2.0 brought ``np.bool`` and ``np.long`` back as NumPy's own scalar types, so those two now mean
 something else); NumPy 2.0 dropped many aliases of names it keeps (``np.float_`` is ``np.float64``).
-Exact replacements are rewritten, the rest reported with what to use (see stack_removals.py).
+Exact replacements are rewritten, the rest reported with what to use (see table.py).
 """
 
 from __future__ import annotations
 
-from .findings import Kind
-from .stack_removals import Removal, Status, Table
+from ..findings import Kind
+from .table import Removal, Status, Table
 
 _1_24 = "NumPy 1.24"
 _2_0 = "NumPy 2.0"

@@ -1,6 +1,6 @@
-"""Rewrites a module's tf.contrib uses that have an exact home (tf_contrib.py), and finds those left.
+"""Rewrites a module's tf.contrib uses that have an exact home (contrib_table.py), and finds those left.
 
-Runs after tensorflow_imports.py, so ``tf`` is ``tensorflow.compat.v1``; tf_contrib_uses.py finds
+Runs after imports.py, so ``tf`` is ``tensorflow.compat.v1``; contrib_uses.py finds
 the uses. A use reaches contrib
 through a TensorFlow import (``tf.contrib.layers.l2_regularizer(1e-4)``), through an import of
 contrib itself (``from tensorflow.contrib import slim``, ``import tensorflow.contrib.slim as slim``,
@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .findings import Finding, Kind
-from .syntax import (
+from ..findings import Finding, Kind
+from ..syntax import (
     dotted,
     expression,
     from_imports,
     from_module,
     one_statement_a_line,
 )
-from .tf_contrib import CONTRIB_EXTRA, Found, Rewrite, Target, lookup
-from .tf_contrib_uses import PACKAGES, V1, Binding, Finder, Use
-from .tf_removed import contrib_advice
+from .contrib_table import CONTRIB_EXTRA, Found, Rewrite, Target, lookup
+from .contrib_uses import PACKAGES, V1, Binding, Finder, Use
+from .removed import contrib_advice
 
 # How a rewritten use names each home's package: the import it needs and the prefix it writes.
 _PACKAGE_IMPORTS = {

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider, ScopeProvider
 
-from .syntax import dotted, from_module, import_alias_name, uses
-from .tf_contrib import Covers, lookup
-from .tf_names import TFName
+from ..syntax import dotted, from_module, import_alias_name, uses
+from .contrib_table import Covers, lookup
+from .names import TFName
 
 V1 = "tensorflow.compat.v1"
 PACKAGES = ("tf_slim", "tensorflow_probability")  # the homes outside TensorFlow

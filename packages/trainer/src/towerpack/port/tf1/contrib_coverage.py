@@ -1,4 +1,4 @@
-"""How far the tf.contrib table (tf_contrib.py) reaches, for the documentation and its tests.
+"""How far the tf.contrib table (contrib_table.py) reaches, for the documentation and its tests.
 
 Two yardsticks: the tf.contrib names the reference (tensorpack 0.11) uses, measured once on its
 examples and library with the port's own analysis (contrib_rewrite.py; the repository does not ship
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tf_contrib import NEAREST, lookup
+from .contrib_table import NEAREST, lookup
 
 # Every tf.contrib name the reference's examples use (after `tensorflow_imports`), as tf.<path>.
 REFERENCE_EXAMPLES = (

@@ -1,4 +1,4 @@
-"""Applies the removal tables (numpy_removals.py, stack_removals.py) to a module: names with an exact
+"""Applies the removal tables (numpy_table.py, table.py) to a module: names with an exact
 replacement are rewritten where the code provably names the library's object, the others reported.
 
 - ``np.float_`` becomes ``np.float64``, ``np.int`` becomes ``int`` (unless ``int`` is rebound in that
@@ -21,11 +21,11 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 from libcst.metadata.scope_provider import BuiltinAssignment
 
-from .findings import Finding
-from .numpy_removals import NUMPY
-from .stack_removals import STACK, Removal, Status, Table
-from .stack_uses import Binding, PathUse, path_uses
-from .syntax import alias_comment, dotted, from_imports, from_module, import_alias_name, one_statement_a_line
+from ..findings import Finding
+from ..syntax import alias_comment, dotted, from_imports, from_module, import_alias_name, one_statement_a_line
+from .numpy_table import NUMPY
+from .table import STACK, Removal, Status, Table
+from .uses import Binding, PathUse, path_uses
 
 TABLES: tuple[Table, ...] = (NUMPY, STACK)
 

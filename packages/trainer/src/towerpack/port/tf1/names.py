@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
-from .syntax import dotted, from_module, import_alias_name, uses
+from ..syntax import dotted, from_module, import_alias_name, uses
 
 # towerpack.trainer.compat's names for TensorFlow's modules.
 _TOWERPACK_ALIASES = {"tf": "tensorflow", "tfv1": "tensorflow.compat.v1"}
