@@ -212,3 +212,36 @@ def test_tf_layers_work_in_a_towerpack_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[None, 2]"
+
+
+def test_a_name_tried_under_except_attribute_error_is_not_reported():
+    """Code that already copes with a missing name (FasterRCNN's upsampling falls back to
+    FixedUnPooling) needs nobody; the same name outside such a try, or under another except, does."""
+    code = textwrap.dedent(
+        """\
+        import tensorflow as tf
+
+
+        def upsample(x):
+            try:
+                return tf.compat.v2.image.resize_images(x, [4, 4])
+            except AttributeError:
+                return x
+
+
+        def upsample_or_fail(x):
+            try:
+                return tf.compat.v2.image.resize_images(x, [4, 4])
+            except ValueError:
+                return x
+        """
+    )
+    findings, _ = report([("up.py", port_source(code, "up.py"))])
+    assert [(f.line, f.kind) for f in findings] == [(13, Kind.TF_REMOVED)]
+
+
+def test_a_package_only_the_reference_installed_is_named_where_it_is_missing():
+    code = "import six\nimport msgpack_numpy as mn\nfrom msgpack_numpy import patch\n"
+    findings = port_source(code, "deps.py").findings
+    assert [(f.line, f.kind) for f in findings] == [(2, Kind.MISSING_DEPENDENCY), (3, Kind.MISSING_DEPENDENCY)]
+    assert findings[0].message.endswith("(pip install msgpack-numpy)")

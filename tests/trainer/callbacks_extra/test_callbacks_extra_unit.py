@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -42,13 +44,20 @@ def test_schedule_linear_interpolation_and_before_first_point():
     ("schedule", "kwargs", "match"),
     [
         ([], {}, "empty"),
-        ([(3, 1.0), (2, 0.5), (3, 0.1)], {}, r"point\(s\) \[3\] appear more than once"),
         ([(1, 1.0)], {"interp": "cubic"}, "interp"),
     ],
 )
 def test_schedule_rejects_bad_arguments(schedule, kwargs, match):
     with pytest.raises(ValueError, match=match):
         ScheduledHyperParamSetter(ObjAttrParam(Holder(), "value"), schedule, **kwargs)
+
+
+def test_a_repeated_schedule_point_keeps_its_first_value_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING):
+        s = ScheduledHyperParamSetter(ObjAttrParam(Holder(), "value"), [(3, 1.0), (2, 0.5), (3, 0.1)])
+    assert s.schedule == [(2, 0.5), (3, 1.0)]
+    assert s.value_at(3) == 1.0
+    assert "point(s) [3] appear more than once" in caplog.text
 
 
 def test_scalar_stats_averages_batches():

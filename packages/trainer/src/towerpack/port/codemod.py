@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import dedup_imports, star_names, tensorpack_imports
+from .dependencies import missing_dependencies
 from .findings import Finding
 from .gpu_guards import fixed_for_cpu, gpu_guards
 from .reference_paths import absolutize, reference_package, rewrite_path_strings
@@ -70,6 +71,7 @@ def port_source(code: str | bytes, path: str = "<source>", fix_gpu_guards: bool 
     wrapper = MetadataWrapper(module)
     findings = tensorpack_imports.leftovers(wrapper, path, no_home_uses) if "tensorpack" in code else []
     findings += gpu_guards(code, path)
+    findings += missing_dependencies(code, path)
     findings += stack_rewrite.leftovers(wrapper, path)
     findings += float_shapes.float_shapes(wrapper, path)
     findings += contrib_rewrite.leftovers(wrapper, path)

@@ -19,6 +19,7 @@ class Kind(enum.Enum):
     NUMPY_REMOVED = "removed from NumPy"  # no exact replacement, or one the port could not write
     STACK_REMOVED = "removed from a library"  # SciPy, Pillow, OpenCV 2, the standard library
     FLOAT_SHAPE = "float dimension"  # a shape or channel count computed with / or floats
+    MISSING_DEPENDENCY = "not installed"  # a package the reference installed with itself
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,7 @@ class TowerTrainer(Trainer):
             )
         if get_current_tower_context() is not None:
             raise RuntimeError("get_predictor cannot be called inside a tower")
-        gpus = tf.config.list_physical_devices("GPU")
-        device_name = f"/gpu:{device}" if device >= 0 and device < len(gpus) else "/cpu:0"
+        device_name = self._predict_device_name(device)
         logger.info("Building predictor tower %s on %s", name, device_name)
         vs_name = self.training_vs_name(device)
         with (
@@ -107,6 +106,16 @@ class TowerTrainer(Trainer):
             placeholders = build_placeholders(self.input_signature)
             self.tower_func(*placeholders)
         return self.towers[name]
+
+    def _predict_device_name(self, device: int) -> str:
+        """Where the predictor for ``device`` runs: GPU ``device`` where it exists; without GPUs, the
+        logical CPU device of training tower ``device`` (``/cpu:k``, see devices.py); else the CPU."""
+        if device < 0:
+            return "/cpu:0"
+        gpus = len(tf.config.list_physical_devices("GPU"))
+        if gpus:
+            return f"/gpu:{device}" if device < gpus else "/cpu:0"
+        return self.devices[device] if device < len(self.devices) else "/cpu:0"
 
     def get_predictors(self, input_names, output_names, n: int) -> list:
         """``n`` predictors, spread round-robin over the GPUs (all on the CPU tower without GPUs)."""

@@ -7,7 +7,9 @@ replacement are rewritten where the code provably names the library's object, th
 - A replacement in another module is imported where the import it replaces is plain: ``import
   collections`` gains ``import collections.abc`` for ``collections.Iterable``; ``from collections
   import Iterable`` becomes ``from collections.abc import Iterable``.
-- Anything else (no exact replacement, an alias the rewrite cannot follow) is left as written and
+  Behind a module alias (``from scipy import interpolate``, ``import collections as C``) the
+  replacement is written out in full with an ``import`` of its module, where that name is free.
+- Anything else (no exact replacement, a name the rewrite cannot write) is left as written and
   ``leftovers`` reports it with its replacement.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
-from libcst.metadata.scope_provider import BuiltinAssignment
+from libcst.metadata.scope_provider import BuiltinAssignment, ImportAssignment
 
 from ..findings import Finding
 from ..syntax import alias_comment, dotted, from_imports, from_module, import_alias_name, one_statement_a_line
@@ -176,10 +178,31 @@ def _expression(
             needed += [] if target.module in needed else [target.module]
     elif reachable and (target.module + ".").startswith(binding.path + "."):
         written = binding.local + target.module[len(binding.path) :] + "." + target.name
+    elif _free_for_import(
+        use, target.module
+    ):  # ``from scipy import interpolate``, ``import collections as C``
+        written = f"{target.module}.{target.name}"
+        needed = plan.imports_after.setdefault(binding.statement, [])
+        needed += [] if target.module in needed or target.module in imported else [target.module]
     else:
         return None
     expression = cst.parse_expression(written)
     return cst.UnaryOperation(cst.Minus(), expression) if target.negate else expression
+
+
+def _free_for_import(use: PathUse, module: str) -> bool:
+    """Whether ``import module`` may be added for ``use``: its first name is bound, where the use is,
+    by nothing but imports (or not at all)."""
+    root = module.partition(".")[0]
+    return all(
+        isinstance(a, ImportAssignment)
+        and isinstance(a.node, cst.Import)
+        and any(
+            alias.asname is None and import_alias_name(alias).partition(".")[0] == root
+            for alias in a.node.names
+        )
+        for a in use.scope[root]
+    )
 
 
 def _parenthesized(new: cst.BaseExpression, old: cst.CSTNode, parent: cst.CSTNode | None):
@@ -248,19 +271,21 @@ class _Rewriter(cst.CSTTransformer):
         return self._use(original_node, updated_node)
 
     def leave_ImportFrom(self, original_node, updated_node):
-        new = self.plan.statements.get(original_node)
-        if new is None:
-            return updated_node
-        if not new:
-            return cst.RemoveFromParent()
-        return new[0] if len(new) == 1 else cst.FlattenSentinel(new)
+        return self._with_imports(original_node, self.plan.statements.get(original_node, [updated_node]))
 
     def leave_Import(self, original_node, updated_node):
-        extra = self.plan.imports_after.get(original_node)
-        if not extra:
-            return updated_node
-        imports = [cst.Import(names=[cst.ImportAlias(name=cst.parse_expression(m))]) for m in extra]
-        return cst.FlattenSentinel([updated_node, *imports])
+        return self._with_imports(original_node, [updated_node])
+
+    def _with_imports(self, original, statements: list[cst.BaseSmallStatement]):
+        """``statements`` followed by the imports the rewritten uses of its names need."""
+        extra = self.plan.imports_after.get(original, [])
+        statements = [
+            *statements,
+            *(cst.Import(names=[cst.ImportAlias(name=cst.parse_expression(m))]) for m in extra),
+        ]
+        if not statements:
+            return cst.RemoveFromParent()
+        return statements[0] if len(statements) == 1 else cst.FlattenSentinel(statements)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         return one_statement_a_line(original_node, updated_node)

@@ -145,12 +145,10 @@ STACK = Table(
         "scipy.misc.central_diff_weights": Removal(
             "SciPy 1.15", advice="no replacement in SciPy: compute the finite-difference weights by hand"
         ),
+        # towerpack.utils keeps the removed class's behaviour (sorting, orientation, fill, NaN), which
+        # RegularGridInterpolator and RectBivariateSpline do not each give.
         "scipy.interpolate.interp2d": Removal(
-            "SciPy 1.14",
-            status=Status.STUB,
-            advice="on a regular grid, interp2d(x, y, z)(xnew, ynew) (z of shape (len(y), len(x)), "
-            "linear) is RectBivariateSpline(y, x, z, kx=1, ky=1)(ynew, xnew), with increasing xnew and "
-            "ynew (note: y first); for new code, RegularGridInterpolator((y, x), z)",
+            "SciPy 1.14", new="towerpack.utils.interpolate:interp2d", status=Status.STUB
         ),
         **_same(
             "SciPy 1.14",

@@ -53,6 +53,19 @@ def tf_uses(wrapper: MetadataWrapper) -> list[TFUse]:
     return collector.found
 
 
+_MISSING_NAME_ERRORS = frozenset(
+    {"AttributeError", "ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+)
+
+
+def _takes_missing(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+    names = {dotted(t.value if isinstance(t, cst.Element) else t) for t in types}
+    return bool(names & _MISSING_NAME_ERRORS)
+
+
 def _is_tf(module: str) -> bool:
     return any(module == m or module.startswith(m + ".") for m in ("tensorflow", "tf_keras"))
 
@@ -68,7 +81,23 @@ class _Collector(cst.CSTVisitor):
         return self.get_metadata(provider, node, None)
 
     def _add(self, node: cst.CSTNode, written: str, name: TFName) -> None:
+        if self._guarded(node):
+            return
         self.found.append(TFUse(self.get_metadata(PositionProvider, node).start.line, written, name))
+
+    def _guarded(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is in the body of a ``try`` whose handlers take a missing name's error
+        (``except AttributeError:`` and its kin): code that already copes with the name's absence."""
+        child, parent = node, self._meta(ParentNodeProvider, node)
+        while parent is not None:
+            if (
+                isinstance(parent, cst.Try)
+                and child is parent.body
+                and any(map(_takes_missing, parent.handlers))
+            ):
+                return True
+            child, parent = parent, self._meta(ParentNodeProvider, parent)
+        return False
 
     def visit_Import(self, node: cst.Import) -> None:
         bound: dict[str, TFName] = {}

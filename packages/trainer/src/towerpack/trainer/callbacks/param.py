@@ -210,7 +210,8 @@ class ScheduledHyperParamSetter(HyperParamSetter):
     (the last one scheduled at or before the current point). If they differ, a warning says so
     and, with ``set_at_beginning=True`` (the default), the parameter is set to the scheduled
     value; otherwise the warning asks to check how the parameter is initialized.
-    (Unlike the reference, a scheduled value of 0 counts in that comparison.)
+    (Unlike the reference, a scheduled value of 0 counts in that comparison.) A point given twice keeps
+    its first value, with a warning.
     """
 
     def __init__(
@@ -227,7 +228,16 @@ class ScheduledHyperParamSetter(HyperParamSetter):
             raise ValueError("the schedule is empty")
         repeated = sorted({a for (a, _), (b, _) in itertools.pairwise(schedule) if a == b})
         if repeated:
-            raise ValueError(f"schedule point(s) {repeated} appear more than once")
+            # As the reference: the first value given for a point is the one set (scripts that compute
+            # their points by integer division repeat them on small configurations).
+            schedule = [pv for i, pv in enumerate(schedule) if i == 0 or schedule[i - 1][0] != pv[0]]
+            logger.warning(
+                "ScheduledHyperParamSetter(%s): schedule point(s) %s appear more than once; the first "
+                "value given for each is used: %s",
+                self.param.readable_name,
+                repeated,
+                schedule,
+            )
         if interp not in (None, "linear"):
             raise ValueError(f"interp must be None or 'linear', got {interp!r}")
         self.schedule = schedule

@@ -74,11 +74,14 @@ def Conv2D(
     pad = padding_name(padding)
     # TensorFlow's own CPU kernels have no filter gradient for dilated or grouped convolutions;
     # on a CPU (where the layout is NHWC) they are built from plain ones.
-    cpu_workaround = (dilations != [1, 1] or split > 1) and placed_on_cpu("Conv2D")
+    on_cpu = placed_on_cpu("Conv2D")
+    cpu_workaround = (dilations != [1, 1] or split > 1) and on_cpu
 
     def build(t, layout):
         if cpu_workaround:
             return _cpu_conv2d(t, W, strides, pad, dilations, split)
+        if on_cpu:
+            return _nhwc_conv_on_cpu(t, W, strides, pad, dilations)
         return tf.nn.conv2d(
             t, W, strides=strides, padding=pad, data_format=layout.op_format, dilations=dilations
         )
@@ -88,6 +91,33 @@ def Conv2D(
     return finish(x, activation, activity_regularizer, W=W, b=b)
 
 
+def _nhwc_conv_on_cpu(x, w, strides, padding, dilations=(1, 1)):
+    """``tf.nn.conv2d`` (NHWC) on a CPU, with the shape it must have also for an empty batch.
+
+    Given an empty batch (a detector's mask head when nothing was detected), TensorFlow's oneDNN
+    convolution returns a tensor shaped like its input, which the bias or the next layer rejects.
+    A plain reshape to the right shape does not survive: Grappler removes it, as by the op's shape
+    function it changes nothing. So the target is chosen at run time (the result's own shape unless
+    the batch is empty), which Grappler cannot see through. Nothing is added where the batch size
+    is known to be positive; elsewhere the cost is not measurable (a reshape copies nothing).
+    """
+    strides, dilations = int_pair(strides, "strides"), int_pair(dilations, "dilations")
+    y = tf.nn.conv2d(x, w, strides=strides, padding=padding, dilations=dilations)
+    if x.shape[0] is not None and x.shape[0] > 0:
+        return y
+    size = tf.shape(x)
+    dims = [size[0]]
+    for axis in (1, 2):
+        length = size[axis] if x.shape[axis] is None else int(x.shape[axis])
+        span = (int(w.shape[axis - 1]) - 1) * dilations[axis - 1] + 1
+        room = length if padding == "SAME" else length - span + 1
+        dims.append((room + strides[axis - 1] - 1) // strides[axis - 1])
+    dims.append(int(w.shape[3]))
+    out = tf.reshape(y, tf.where(size[0] > 0, tf.shape(y), tf.stack(dims)))
+    out.set_shape(y.shape)
+    return out
+
+
 def _cpu_conv2d(x, W, strides, padding, dilations, split):
     """An NHWC convolution from ops whose CPU kernels all have gradients: groups as separate
     convolutions, dilation through space-to-batch (atrous convolution)."""
@@ -95,11 +125,11 @@ def _cpu_conv2d(x, W, strides, padding, dilations, split):
 
     def conv(t, w, pad):
         if dilations == [1, 1]:
-            return tf.nn.conv2d(t, w, strides=strides, padding=pad)
+            return _nhwc_conv_on_cpu(t, w, strides, pad)
         if strides != [1, 1]:
             raise ValueError(f"Conv2D cannot combine strides {strides} with dilation_rate {dilations}")
         return tf.nn.with_space_to_batch(
-            t, dilations, pad, lambda u, _, p: tf.nn.conv2d(u, w, strides=1, padding=p), filter_shape=kernel
+            t, dilations, pad, lambda u, _, p: _nhwc_conv_on_cpu(u, w, 1, p), filter_shape=kernel
         )
 
     if split == 1:
