@@ -13,6 +13,7 @@ does is decided by :func:`key_action` and :func:`mouse_handler`, which need no w
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +38,7 @@ __all__ = [
 WINDOW_NAME = "towerpack_viz_window"
 #: Where the ``s`` key of ``interactive_imshow`` saves the image shown.
 SAVE_PATH = "out.png"
+_log = logging.getLogger(__name__)
 ZOOM_IN, ZOOM_OUT = 1.3, 0.7
 
 
@@ -107,7 +109,8 @@ def interactive_imshow(
     if unknown:
         raise TypeError(f"interactive_imshow: unknown argument(s) {unknown}; key callbacks are key_cb_<key>")
     while True:
-        _show(img, mouse_handler(img, lclick_cb, rclick_cb))
+        if not _show(img, mouse_handler(img, lclick_cb, rclick_cb)):
+            return
         key = _wait_key()
         action = key_action(key, kwargs)
         if action is KeyAction.CALLBACK:
@@ -124,16 +127,26 @@ def interactive_imshow(
         return
 
 
-def _show(img: np.ndarray, on_mouse: Callable) -> None:
+def _show(img: np.ndarray, on_mouse: Callable) -> bool:
+    """Show ``img``; False (with a warning, once) where OpenCV has no GUI: a script that shows its
+    results goes on in a batch job, as it would after the window was closed."""
     try:
         cv2.imshow(WINDOW_NAME, img)
     except cv2.error as e:
-        raise RuntimeError(
-            "interactive_imshow needs an OpenCV with a GUI and a display; this OpenCV has none "
-            "(opencv-python-headless). Write the image to a file instead (cv2.imwrite), or install "
-            f"opencv-python where a display is available. OpenCV said: {str(e).strip()}"
-        ) from None
+        if not _warned_no_gui:
+            _warned_no_gui.append(True)
+            _log.warning(
+                "interactive_imshow: this OpenCV has no GUI or there is no display, so the image is not "
+                "shown (install opencv-python where a display is available, or write images with "
+                "cv2.imwrite). OpenCV said: %s",
+                str(e).strip(),
+            )
+        return False
     cv2.setMouseCallback(WINDOW_NAME, on_mouse)
+    return True
+
+
+_warned_no_gui: list[bool] = []
 
 
 def _wait_key() -> str:
