@@ -24,6 +24,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
 PREFIX = "RESULT "
 KEYS = ("benchmark", "case", "ours", "baseline", "unit", "ratio", "goal")
+LOWER_IS_BETTER = {"s", "% of a core", "MB"}
 
 
 def parse_results(output: str) -> list[dict]:
@@ -81,8 +82,8 @@ def format_table(results: list[dict]) -> str:
     rows = [header]
     for r in results:
         goal = r["goal"]
-        # Ratios of times (unit "s") are better low; all others are better high.
-        lower_better = r["unit"] == "s"
+        # Ratios of times, CPU shares and memory are better low; all others are better high.
+        lower_better = r["unit"] in LOWER_IS_BETTER
         missed = goal is not None and (r["ratio"] > goal if lower_better else r["ratio"] < goal)
         rows.append(
             (

@@ -14,9 +14,9 @@ import pytest
 from support.launcher_run import assert_job_gone, finish, launch, rank_script, start_launch
 from support.procs import free_port, wait_for
 from towerpack.launcher import protocol
+from towerpack.launcher.admission import ControlServer
 from towerpack.launcher.errors import AuthenticationError, Refusal, Refused
 from towerpack.launcher.gloo_store import GlooStore
-from towerpack.launcher.nodes import ControlServer
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.protocol import Connection, Hurry, Join, Reject, Side, Welcome
 

@@ -7,22 +7,20 @@ import contextlib
 import os
 import queue
 import signal
-import socket
 import threading
-import time
 import uuid
 
-from towerpack.launcher import net, probe, protocol, watchdog
+from towerpack.launcher import joining, net, probe, watchdog
 from towerpack.launcher.console import say
-from towerpack.launcher.errors import USAGE_EXIT, Closed, ProtocolError, Refusal, Refused
 from towerpack.launcher.events import CoordinatorLost, LocalStopDone, Message, SignalReceived
 from towerpack.launcher.group import FAILURE_GRACE_S, LocalGroup
+from towerpack.launcher.hub import Channel
+from towerpack.launcher.joining import JoinFailed
 from towerpack.launcher.nodes import local_info
 from towerpack.launcher.plan import NodeInfo, elastic_ports, ports_needed
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import ProbeListener
 from towerpack.launcher.protocol import (
-    Channel,
     Connection,
     Exited,
     Finish,
@@ -30,7 +28,6 @@ from towerpack.launcher.protocol import (
     Join,
     Probe,
     Probed,
-    Side,
     Signalled,
     Start,
     Stop,
@@ -41,12 +38,6 @@ from towerpack.launcher.signals import Received, as_events
 from towerpack.launcher.signals import name as signal_name
 from towerpack.launcher.spec import LaunchSpec
 from towerpack.launcher.tasks import StopRequest
-
-
-class JoinFailed(Exception):
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
 
 
 def run(spec: LaunchSpec) -> int:
@@ -97,35 +88,20 @@ def run(spec: LaunchSpec) -> int:
 
 
 def _join(spec: LaunchSpec, info: NodeInfo, received: Received) -> tuple[Connection, Welcome]:
-    """Connect to the coordinator (retrying until ``--start-timeout``) and complete the handshake."""
-    where = net.host_port(spec.master_addr, spec.master_port)
-    deadline = time.monotonic() + spec.start_timeout
-    while True:
-        try:
-            sock = socket.create_connection((spec.master_addr, spec.master_port), timeout=5.0)
-            break
-        except OSError:
-            if time.monotonic() > deadline or received.last:
-                raise JoinFailed(
-                    f"could not reach node 0 at {where} within {spec.start_timeout:g} s", 1
-                ) from None
-            time.sleep(0.3)
-    conn = Connection(sock, Side.AGENT)
-    try:
-        if spec.elastic:
-            r = spec.elastic
-            join = Join(info, 0, spec.n_ps, r.min_nodes, r.max_nodes, spec.backend.value)
-        else:
-            join = Join(info, spec.nnodes, spec.n_ps)
-        return conn, protocol.agent_handshake(conn, spec.secret, join)
-    except Refused as exc:
-        conn.close()
-        wrong_secret = exc.refusal is Refusal.WRONG_SECRET
-        hint = " (every node needs the same job secret: see --secret-file)" if wrong_secret else ""
-        raise JoinFailed(f"node 0 refused this node: {exc}{hint}", USAGE_EXIT) from None
-    except (ProtocolError, Closed, OSError) as exc:
-        conn.close()
-        raise JoinFailed(f"could not join node 0 at {where}: {exc or 'connection closed'}", 1) from None
+    """Join the coordinator (retrying until ``--start-timeout``: see :mod:`towerpack.launcher.joining`)."""
+    if spec.elastic:
+        r = spec.elastic
+        msg = Join(info, 0, spec.n_ps, r.min_nodes, r.max_nodes, spec.backend.value)
+    else:
+        msg = Join(info, spec.nnodes, spec.n_ps)
+    return joining.join(
+        spec.master_addr,
+        spec.master_port,
+        spec.secret,
+        msg,
+        spec.start_timeout,
+        give_up=lambda: bool(received.last),
+    )
 
 
 def _watch_stdin(events: queue.SimpleQueue) -> None:

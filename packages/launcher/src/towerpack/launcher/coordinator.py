@@ -12,7 +12,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from towerpack.launcher import job_secret, net, ssh, watchdog
+from towerpack.launcher import job_secret, net, probe, ssh, watchdog
+from towerpack.launcher.admission import ControlServer
 from towerpack.launcher.console import say
 from towerpack.launcher.errors import USAGE_EXIT, UsageError
 from towerpack.launcher.events import (
@@ -25,7 +26,7 @@ from towerpack.launcher.events import (
 )
 from towerpack.launcher.gloo_store import GlooStore
 from towerpack.launcher.group import FAILURE_GRACE_S
-from towerpack.launcher.nodes import ControlServer, LocalNode, NodeState, RemoteNode, local_info
+from towerpack.launcher.nodes import LocalNode, NodeState, RemoteNode, local_info
 from towerpack.launcher.plan import Backend, JobConfig, build_tasks, ports_needed
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import PROBE_TIMEOUT_S, ProbeListener
@@ -141,7 +142,7 @@ class Coordinator:
         cfg = self._job_config()
         for attempt in range(spec.max_restarts + 1):
             if self.store:
-                self.store.clear()
+                self.store.reset(sum(n.slots for n in infos))
             plan = build_tasks(infos, cfg, attempt)
             n_tasks = sum(len(t) for t in plan.values())
             for node in self.nodes:
@@ -213,12 +214,16 @@ class Coordinator:
     def _stop_all(self, request: StopRequest, attempt: int) -> _Stopped:
         """Stop every node at once; meanwhile collect late failures and signals (a Ctrl-C hurries)."""
 
-        def stop(node) -> None:
-            self.events.put(NodeStopped(node.info.node, node.stop(request)))
+        nodes = list(self.nodes)
+        for node in nodes:  # all asked first: with hundreds of nodes a thread for each is slower
+            node.request_stop(request)
 
-        pending = {n.info.node for n in self.nodes}
-        for node in self.nodes:
-            threading.Thread(target=stop, args=(node,), daemon=True).start()
+        def collect() -> None:
+            for node in nodes:
+                self.events.put(NodeStopped(node.info.node, node.wait_stopped()))
+
+        pending = {n.info.node for n in nodes}
+        threading.Thread(target=collect, daemon=True).start()
         late, sig, killed = [], None, 0
         while pending:
             event = self.events.get()
@@ -257,7 +262,8 @@ class Coordinator:
                 cuda = _first(spec.cuda, hs.slots, hs.host)
                 self.nodes.append(self._local(node, addr, hs.slots, cuda, multi))
         if spec.backend is Backend.HOROVOD:
-            self.store = GlooStore(spec.master_addr, job_secret.store_token(spec.secret))
+            token = job_secret.store_token(spec.secret)
+            self.store = GlooStore(spec.master_addr, token, world=spec.nnodes * spec.slots)
         if remote:
             self._join(remote)
         self._check_reachable()
@@ -322,12 +328,12 @@ class Coordinator:
             raise StartupError(f"could not start the agent on {agent.host} over ssh: {problem}")
 
     def _check_reachable(self) -> None:
-        """Every node connects to every other node's probe port; any failure stops the start."""
+        """Every node connects to other nodes' probe ports (``probe.peers``); any failure stops the start."""
         if len(self.nodes) < 2:
             return
         targets = [ProbeTarget(n.info.node, n.info.addr, n.info.probe_port) for n in self.nodes]
-        for node in self.nodes:
-            node.probe([t for t in targets if t.node != node.info.node])
+        for i, node in enumerate(self.nodes):
+            node.probe([targets[j] for j in probe.peers(i, len(targets))])
         waiting, problems = {n.info.node for n in self.nodes}, []
         deadline = time.monotonic() + PROBE_TIMEOUT_S + 10.0
         while waiting:

@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass
 
 from towerpack.launcher import job_secret, net
+from towerpack.launcher.admission import ControlServer, Problem, check_info
 from towerpack.launcher.console import say
 from towerpack.launcher.coordinator import Coordinator, StartupError, _unique
-from towerpack.launcher.errors import USAGE_EXIT
+from towerpack.launcher.errors import USAGE_EXIT, Refusal
 from towerpack.launcher.events import NodeJoined, NodeLost, NodeSignalled, SignalReceived, TaskEnded
 from towerpack.launcher.gloo_store import GlooStore
 from towerpack.launcher.group import FAILURE_GRACE_S
@@ -23,15 +24,7 @@ from towerpack.launcher.membership import (
     MembershipChange,
     StartReason,
 )
-from towerpack.launcher.nodes import (
-    ControlServer,
-    LocalNode,
-    NodeState,
-    RemoteNode,
-    change_reason,
-    check_info,
-    local_info,
-)
+from towerpack.launcher.nodes import LocalNode, NodeState, RemoteNode, change_reason, local_info
 from towerpack.launcher.plan import Backend, build_tasks, elastic_ports
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import ProbeListener
@@ -47,15 +40,15 @@ class ElasticServer(ControlServer):
     fewer than MAX nodes, members and newcomers together; each gets the next node id (never reused)."""
 
     def __init__(self, spec: LaunchSpec, port: int, welcome, events):
-        super().__init__(spec.master_addr, port, spec.secret, spec.nnodes, set(), spec.n_ps, welcome, events)
-        self.spec = spec
+        self.spec = spec  # before the server starts: its first agent may come at once
         self._next_id = 1
+        super().__init__(spec.master_addr, port, spec.secret, spec.nnodes, set(), spec.n_ps, welcome, events)
 
     def live(self) -> list[RemoteNode]:
         """The agents still connected, in join order."""
         return [n for n in self.joined.values() if n.state is NodeState.REACHABLE]
 
-    def _check(self, join: Join) -> str | None:
+    def _check(self, join: Join) -> Problem | None:
         spec, r = self.spec, self.spec.elastic
         if (join.min_nodes, join.max_nodes, join.n_ps, join.backend) != (
             r.min_nodes,
@@ -64,13 +57,14 @@ class ElasticServer(ControlServer):
             spec.backend.value,
         ):
             theirs = f"{join.min_nodes}:{join.max_nodes}" if join.max_nodes else str(join.nnodes)
-            return (
+            return Refusal.MISMATCH, (
                 f"node 0 runs --nnodes {r} --ps {spec.n_ps} --backend {spec.backend.value}, "
                 f"this node --nnodes {theirs} --ps {join.n_ps} --backend {join.backend or '?'}"
             )
         if len(self.live()) + 1 >= r.max_nodes:
-            return f"the job already runs on its maximum of {r.max_nodes} node(s)"
-        return check_info(join.info, elastic_ports(join.info.slots, spec.n_ps))
+            return Refusal.FULL, f"the job already runs on its maximum of {r.max_nodes} node(s)"
+        problem = check_info(join.info, elastic_ports(join.info.slots, spec.n_ps))
+        return (Refusal.MISMATCH, problem) if problem else None
 
     def _admit(self, conn: Connection, join: Join) -> None:
         node, self._next_id = self._next_id, self._next_id + 1
@@ -142,7 +136,8 @@ class ElasticCoordinator(Coordinator):
             LocalNode(info, list(spec.argv), self.tag, spec.output, self.events, spec.cpu_bind, held)
         )
         if spec.backend is Backend.HOROVOD:
-            self.store = GlooStore(spec.master_addr, job_secret.store_token(spec.secret))
+            token = job_secret.store_token(spec.secret)
+            self.store = GlooStore(spec.master_addr, token, world=r.max_nodes * spec.slots)
         try:
             self.server = ElasticServer(spec, spec.master_port or 0, self.welcome, self.events)
         except OSError as exc:
@@ -170,11 +165,11 @@ class ElasticCoordinator(Coordinator):
         attempt, restarts, reason, previous = 0, 0, StartReason.START, 0
         took = ""  # how long the last restart's stop and rendezvous took
         while True:
-            if self.store:
-                self.store.clear()
             members = list(self.nodes)
             dense = [dataclasses.replace(n.info, node=i) for i, n in enumerate(members)]
             world = sum(n.slots for n in dense)
+            if self.store:
+                self.store.reset(world)
             extra = {
                 "TOWERPACK_RESTART_REASON": reason.value,
                 "TOWERPACK_NNODES_RANGE": str(spec.elastic),

@@ -24,6 +24,10 @@ class AuthenticationError(ProtocolError):
     """A frame whose HMAC does not match: the sender lacks the job's secret, or replayed or altered it."""
 
 
+class HandshakeTimeout(ProtocolError):
+    """The peer did not answer in time during the handshake (it may only be busy: worth another try)."""
+
+
 class Closed(Exception):
     """The peer closed the connection."""
 
@@ -33,7 +37,14 @@ class Refusal(enum.Enum):
 
     WRONG_SECRET = "wrong secret"  # the agent's first authenticated frame failed authentication
     BROKEN = "broken"  # the agent's frames were not valid protocol messages
-    MISMATCH = "mismatch"  # the agent's node or job settings do not fit the job node 0 runs
+    MISMATCH = "mismatch"  # the agent's node or job settings do not fit the job node 0 runs (another job)
+    FULL = "full"  # the job has all the nodes it takes (its MAX, or this node rank is in the running job)
+    BUSY = "busy"  # not now: too many joins at once, or this node rank's earlier connection is still there
+
+    @property
+    def definite(self) -> bool:
+        """True when trying again cannot help; only BUSY is worth another try."""
+        return self is not Refusal.BUSY
 
 
 class Refused(Exception):

@@ -1,39 +1,33 @@
 """The coordinator's view of each node: one whose processes this launcher runs itself (``LocalNode``),
-or one whose agent is connected over the control protocol (``RemoteNode``); and the ``ControlServer``
-through which agents join."""
+or one whose agent is connected over the control protocol (``RemoteNode``; agents join through
+:mod:`towerpack.launcher.admission`)."""
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import queue
 import socket
 import threading
-import time
+from collections.abc import Callable
 
-from towerpack.launcher import net, probe, protocol
-from towerpack.launcher.console import say
-from towerpack.launcher.errors import AuthenticationError, Closed, ProtocolError, Refusal, Refused
+from towerpack.launcher import net, probe
 from towerpack.launcher.events import NodeLost, NodeProbed, NodeSignalled, TaskEnded
 from towerpack.launcher.group import LocalGroup
+from towerpack.launcher.hub import Channel
 from towerpack.launcher.membership import ChangeReason
 from towerpack.launcher.output import OutputOptions
-from towerpack.launcher.plan import NodeInfo, ports_needed
+from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.protocol import (
-    Channel,
     Connection,
     Exited,
     Finish,
     Hurry,
-    Join,
     Loss,
     LossReason,
     Probe,
     Probed,
     ProbeTarget,
-    Reject,
-    Side,
     Signalled,
     Start,
     Stop,
@@ -92,8 +86,14 @@ class LocalNode:
         self.held.release(self.info.ports[-1])  # MASTER_PORT: the ranks' own code may bind it
         self.group.start(tasks, attempt)
 
-    def stop(self, request: StopRequest) -> int:
-        return self.group.stop(request)
+    def request_stop(self, request: StopRequest) -> None:
+        """Start stopping this node's processes (``wait_stopped`` returns when they are)."""
+        result = self._stopped = queue.SimpleQueue()
+        threading.Thread(target=lambda: result.put(self.group.stop(request)), daemon=True).start()
+
+    def wait_stopped(self) -> int:
+        """How many workers outlived the grace period of the stop ``request_stop`` began."""
+        return self._stopped.get()
 
     def hurry(self) -> None:
         self.group.hurry()
@@ -109,12 +109,23 @@ class LocalNode:
 
 
 class RemoteNode:
-    """A node run by an agent (another `launch` process) connected to the coordinator."""
+    """A node run by an agent (another `launch` process) connected to the coordinator.
 
-    def __init__(self, conn: Connection, info: NodeInfo, events: queue.SimpleQueue, welcome: Welcome):
+    Its loss is reported as a ``NodeLost`` event, unless ``quiet_loss(node)`` says it needs no report
+    (an agent that left before the job started may join again)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        info: NodeInfo,
+        events: queue.SimpleQueue,
+        welcome: Welcome,
+        quiet_loss: Callable[[RemoteNode], bool] = lambda node: False,
+    ):
         self.info = info
         self.state = NodeState.REACHABLE
         self._events = events
+        self._quiet_loss = quiet_loss
         self._stopped = threading.Event()
         self._killed = 0
         self.channel = Channel(
@@ -137,6 +148,8 @@ class RemoteNode:
     def _on_lost(self, loss: Loss) -> None:
         self.state = NodeState.LOST
         self._stopped.set()
+        if self._quiet_loss(self):
+            return
         why = loss.describe(self.channel.timeout)
         self._events.put(NodeLost(self.info.node, why, loss.last_heard, change_reason(loss)))
 
@@ -144,14 +157,17 @@ class RemoteNode:
         # A failed send reports the loss: the attempt then ends instead of waiting for these tasks.
         self.channel.send(Start(attempt, tuple(tasks)))
 
-    def stop(self, request: StopRequest) -> int:
-        """Ask the agent to stop; returns when it has (or is lost: the heartbeat bounds the wait)."""
-        if self.state is NodeState.LOST:
-            return 0
+    def request_stop(self, request: StopRequest) -> None:
+        """Ask the agent to stop (``wait_stopped`` returns when it has)."""
         self._stopped.clear()
         self._killed = 0
-        if self.channel.send(Stop(request)):
-            self._stopped.wait()
+        if self.state is NodeState.LOST or not self.channel.send(Stop(request)):
+            self._stopped.set()
+
+    def wait_stopped(self) -> int:
+        """How many workers outlived the grace period, once the agent has stopped (or is lost: the
+        heartbeat bounds the wait)."""
+        self._stopped.wait()
         return self._killed
 
     def hurry(self) -> None:
@@ -172,125 +188,3 @@ def change_reason(loss: Loss) -> ChangeReason:
         LossReason.SILENT: ChangeReason.SILENT,
         LossReason.BROKEN: ChangeReason.FAILED,
     }[loss.reason]
-
-
-class ControlServer:
-    """Listens on the coordinator's address for the other nodes' agents; each must prove the job's
-    secret and describe a node this job waits for."""
-
-    def __init__(
-        self,
-        addr: str,
-        port: int,
-        secret: bytes,
-        nnodes: int,
-        expected: set[int],
-        n_ps: int,
-        welcome: Welcome,
-        events: queue.SimpleQueue,
-    ):
-        self.secret = secret
-        self.nnodes = nnodes
-        self.expected = expected
-        self.n_ps = n_ps
-        self.welcome = welcome
-        self.events = events
-        self.joined: dict[int, RemoteNode] = {}
-        self._cond = threading.Condition()
-        self.sock = socket.socket(net.family(addr))
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((addr, port))
-        self.sock.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self.sock.getsockname()[1]
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._greet, args=(sock,), daemon=True).start()
-
-    def _greet(self, sock: socket.socket) -> None:
-        try:
-            conn = Connection(sock, Side.COORDINATOR)
-        except OSError:
-            sock.close()
-            return
-        try:
-            join = protocol.coordinator_handshake(conn, self.secret)
-        except ProtocolError as exc:
-            say(f"refused a connection from {conn.peer}: {exc}")
-            if isinstance(exc, AuthenticationError):
-                _refuse(conn, Refusal.WRONG_SECRET, "wrong job secret", authenticated=False)
-            else:
-                _refuse(conn, Refusal.BROKEN, str(exc), authenticated=False)
-            return
-        except (Closed, Refused, OSError):
-            conn.close()
-            return
-        with self._cond:
-            problem = self._check(join)
-            if problem:
-                say(f"refused node launcher at {conn.peer}: {problem}")
-                _refuse(conn, Refusal.MISMATCH, problem)
-                return
-            try:
-                conn.send(self.welcome)
-            except OSError:
-                conn.close()
-                return
-            self._admit(conn, join)
-            self._cond.notify_all()
-
-    def _admit(self, conn: Connection, join: Join) -> None:
-        """Add the agent that passed ``_check`` (called with the lock held)."""
-        self.joined[join.info.node] = RemoteNode(conn, join.info, self.events, self.welcome)
-
-    def _check(self, join: Join) -> str | None:
-        """Why this agent cannot join (None: it can). Called with the lock held."""
-        info = join.info
-        if join.nnodes != self.nnodes or join.n_ps != self.n_ps:
-            theirs = f"{join.min_nodes}:{join.max_nodes}" if join.max_nodes else join.nnodes
-            return (
-                f"node 0 runs --nnodes {self.nnodes} --ps {self.n_ps}, "
-                f"this node --nnodes {theirs} --ps {join.n_ps}"
-            )
-        if info.node not in self.expected:
-            return f"node rank {info.node} is not one this job waits for"
-        if info.node in self.joined:
-            return f"node rank {info.node} has already joined"
-        return check_info(info, ports_needed(info.node, info.slots, self.n_ps, self.nnodes))
-
-    def wait_all(self, timeout: float, abort=lambda: None) -> list[int]:
-        """Wait for every other node; return the node ranks still missing after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while len(self.joined) < len(self.expected) and time.monotonic() < deadline:
-                abort()
-                self._cond.wait(0.1)
-            return sorted(self.expected - set(self.joined))
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def check_info(info: NodeInfo, ports: int) -> str | None:
-    """What is wrong with a joining node's description (None: nothing); it must offer ``ports`` ports."""
-    if info.slots < 1 or (info.cuda is not None and len(info.cuda) != info.slots):
-        return f"node {info.node} describes {info.slots} slot(s) with GPUs {info.cuda}"
-    if len(info.ports) != ports:
-        return f"node {info.node} offers {len(info.ports)} ports for its tasks"
-    if not all(0 < p < 65536 for p in (*info.ports, info.probe_port or 1)) or not info.addr:
-        return f"node {info.node} gives a bad address or port"
-    return None
-
-
-def _refuse(conn: Connection, refusal: Refusal, reason: str, authenticated: bool = True) -> None:
-    with contextlib.suppress(OSError):
-        conn.send(Reject(refusal, reason), authenticated=authenticated)
-    conn.close()

@@ -1,9 +1,14 @@
 """Reachability at start: every node can reach every other node at the address it advertises.
 
 While a multi-node job starts, each node's launcher answers TCP connections on its address
-(``ProbeListener``); every node then tries to connect to all the others (``probe``), and the job does
-not start if one cannot: better one clear line naming the two nodes and the address than ranks that
-hang in their first collective. ``--network-interface`` or ``--node-addr`` pick another address.
+(``ProbeListener``); every node then tries to connect to others (``probe``), and the job does not
+start if one cannot: better one clear line naming the two nodes and the address than ranks that hang
+in their first collective. ``--network-interface`` or ``--node-addr`` pick another address.
+
+Up to ``ALL_PAIRS_UP_TO`` nodes, every node checks every other one. Beyond, all pairs would be N^2
+connections (a million at 1,000 nodes), so each node checks those 1, 2, 4, 8, ... places after it in
+node order (``peers``): N log N connections, every node checked by log2 N others at every distance,
+so a node nobody can reach, or a block of nodes cut off from the rest, is still found.
 """
 
 from __future__ import annotations
@@ -17,6 +22,14 @@ from towerpack.launcher.net import family, host_port
 from towerpack.launcher.protocol import ProbeTarget
 
 PROBE_TIMEOUT_S = 5.0
+ALL_PAIRS_UP_TO = 16
+
+
+def peers(i: int, n: int) -> list[int]:
+    """The positions (0..n-1) that the node at position ``i`` of ``n`` checks (see the docstring)."""
+    if n <= ALL_PAIRS_UP_TO:
+        return [j for j in range(n) if j != i]
+    return [(i + d) % n for d in (1 << k for k in range(n.bit_length())) if d < n]
 
 
 class ProbeListener:
@@ -29,7 +42,7 @@ class ProbeListener:
             self.sock.bind((addr, 0))
         except OSError:
             self.sock.bind(("::" if family(addr) == socket.AF_INET6 else "0.0.0.0", 0))
-        self.sock.listen(64)
+        self.sock.listen(256)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
 

@@ -15,9 +15,14 @@ Handshake (job secret ``S``):
    the coordinator checks its HMAC (the agent knows ``S``);
 3. coordinator -> ``Welcome(job settings)`` (the coordinator knows ``S``) or ``Reject(refusal, reason)``.
 
+A ``Reject`` says why as a :class:`~towerpack.launcher.errors.Refusal`: only ``BUSY`` (node 0 has too
+many joins under way, or has not yet seen this node's earlier connection end) is worth another try;
+node 0 may also send it in place of the ``Challenge``. How agents retry: :mod:`towerpack.launcher.joining`.
+
 Then: ``Start``/``Stop``/``Hurry``/``Probe``/``Finish`` from the coordinator, ``Exited``/``Stopped``/
 ``Signalled``/``Probed`` from the agent, and ``Heartbeat`` both ways every ``interval`` seconds.
-A peer that sends nothing (heartbeats included) for ``timeout`` seconds is lost.
+A peer that sends nothing (heartbeats included) for ``timeout`` seconds is lost. Live connections are
+served by :mod:`towerpack.launcher.hub`.
 
 Messages are validated against their dataclass before use: a field of the wrong type, an unknown kind
 or an oversized frame is a ``ProtocolError`` (an ``AuthenticationError`` for a frame that fails its
@@ -39,10 +44,16 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
 
-from towerpack.launcher.errors import AuthenticationError, Closed, ProtocolError, Refusal, Refused
+from towerpack.launcher.errors import (
+    AuthenticationError,
+    Closed,
+    HandshakeTimeout,
+    ProtocolError,
+    Refusal,
+    Refused,
+)
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.tasks import Exit, StopRequest, Task
 
@@ -52,8 +63,11 @@ HEARTBEAT_TIMEOUT_S = 10.0
 #: Frame size limits: before authentication (anyone may connect), and after.
 MAX_HANDSHAKE_FRAME = 64 << 10
 MAX_FRAME = 64 << 20
-#: Seconds a connecting peer has to complete the handshake.
+#: Seconds ``agent_handshake`` waits for each answer by default (a joining node's launcher waits less,
+#: then more at each retry: see :mod:`towerpack.launcher.joining` and, for node 0, ``admission``).
 HANDSHAKE_TIMEOUT_S = 10.0
+#: Seconds a send may wait for a peer that does not read before the connection counts as broken.
+SEND_TIMEOUT_S = 2.0
 
 _HEADER = struct.Struct(">I32s")
 _NO_MAC = bytes(32)
@@ -264,11 +278,19 @@ def _typed(tp, value, where: str):
     return value
 
 
+_HEARTBEAT = Heartbeat()
+_HEARTBEAT_BODY = b'{"kind":"heartbeat"}'
+
+
 def encode(msg: Message) -> bytes:
+    if type(msg) is Heartbeat:  # most frames are heartbeats: no JSON work for them
+        return _HEARTBEAT_BODY
     return json.dumps({"kind": _KINDS[type(msg)].value, **_plain(msg)}, separators=(",", ":")).encode()
 
 
 def decode(body: bytes) -> Message:
+    if body == _HEARTBEAT_BODY:
+        return _HEARTBEAT
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -284,11 +306,16 @@ def decode(body: bytes) -> Message:
 
 # -- framing ---------------------------------------------------------------------------------------
 class Connection:
-    """Frames over one socket, authenticated once ``authenticate(key)`` was called. ``send`` is
-    thread-safe; ``recv`` is for one reader thread."""
+    """Frames over one socket, authenticated once ``authenticate(key)`` was called.
+
+    ``send`` is thread-safe. Reading is for one thread at a time: ``recv`` waits for a message (the
+    handshake), or ``fill`` reads what the socket holds and ``take`` returns its complete messages one
+    by one (the hub, which reads only sockets that are ready). A send that cannot complete within
+    ``SEND_TIMEOUT_S`` (the peer stopped reading) raises OSError, like a closed connection.
+    """
 
     def __init__(self, sock: socket.socket, side: Side):
-        sock.setblocking(True)
+        sock.settimeout(SEND_TIMEOUT_S)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
@@ -305,7 +332,7 @@ class Connection:
         self._key = key
 
     def _mac(self, direction: bytes, seq: int, body: bytes) -> bytes:
-        return hmac.new(self._key, direction + seq.to_bytes(8, "big") + body, hashlib.sha256).digest()
+        return hmac.digest(self._key, direction + seq.to_bytes(8, "big") + body, "sha256")
 
     def send(self, msg: Message, authenticated: bool = True) -> None:
         """Send one message (raises OSError if the connection is gone)."""
@@ -318,37 +345,55 @@ class Connection:
                 mac = _NO_MAC
             self.sock.sendall(_HEADER.pack(len(body), mac) + body)
 
-    def recv(self, timeout: float | None, plain_ok: tuple[type, ...] = ()) -> Message | None:
-        """The next message, or None after ``timeout`` seconds without a complete frame.
+    def fill(self) -> None:
+        """Read what the socket holds (it must be readable, or this waits); raises Closed."""
+        try:
+            data = self.sock.recv(1 << 16)
+        except (OSError, ValueError):  # closed under us
+            raise Closed() from None
+        if not data:
+            raise Closed()
+        self._buf += data
+
+    def take(self, plain_ok: tuple[type, ...] = ()) -> Message | None:
+        """The next complete message already read, or None.
 
         Before ``authenticate`` every frame is accepted; after it, only authenticated ones (and
-        unauthenticated messages of the ``plain_ok`` types). Raises Closed or ProtocolError.
+        unauthenticated messages of the ``plain_ok`` types). Raises ProtocolError.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if len(self._buf) < _HEADER.size:
+            return None
+        length, mac = _HEADER.unpack_from(self._buf)
         limit = MAX_FRAME if self._key is not None else MAX_HANDSHAKE_FRAME
+        if length > limit:
+            raise ProtocolError(f"a frame of {length} bytes (at most {limit})")
+        end = _HEADER.size + length
+        if len(self._buf) < end:
+            return None
+        body = bytes(self._buf[_HEADER.size : end])
+        del self._buf[:end]
+        return self._check(mac, body, plain_ok)
+
+    def recv(self, timeout: float | None, plain_ok: tuple[type, ...] = ()) -> Message | None:
+        """The next message, or None after ``timeout`` seconds without a complete frame (see ``take``).
+        Raises Closed or ProtocolError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if len(self._buf) >= _HEADER.size:
-                length, mac = _HEADER.unpack_from(self._buf)
-                if length > limit:
-                    raise ProtocolError(f"a frame of {length} bytes (at most {limit})")
-                end = _HEADER.size + length
-                if len(self._buf) >= end:
-                    body = bytes(self._buf[_HEADER.size : end])
-                    del self._buf[:end]
-                    return self._check(mac, body, plain_ok)
+            msg = self.take(plain_ok)
+            if msg is not None:
+                return msg
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
+            poller = select.poll()  # not select.select: a process with many sockets has high descriptors
             try:
-                ready, _, _ = select.select([self.sock], [], [], remaining)
-                if not ready:
-                    return None
-                data = self.sock.recv(1 << 16)
+                poller.register(self.sock, select.POLLIN)
+                ready = poller.poll(None if remaining is None else max(remaining * 1000, 1))
             except (OSError, ValueError):  # closed under us
                 raise Closed() from None
-            if not data:
-                raise Closed()
-            self._buf += data
+            if not ready:
+                return None
+            self.fill()
 
     def _check(self, mac: bytes, body: bytes, plain_ok: tuple[type, ...]) -> Message:
         if self._key is None:
@@ -363,13 +408,18 @@ class Connection:
                 return msg
         raise AuthenticationError("a frame failed authentication (wrong job secret, or not from the job)")
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
+        """End the connection for both ends, keeping the socket's descriptor until ``close``."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.shutdown()
         with contextlib.suppress(OSError):
             self.sock.close()
 
 
+# -- the handshake -----------------------------------------------------------------------------------
 def _session_key(secret: bytes, nonce_agent: str, nonce_coordinator: str) -> bytes:
     data = f"towerpack launch 1|{nonce_agent}|{nonce_coordinator}".encode()
     return hmac.new(secret, data, hashlib.sha256).digest()
@@ -378,7 +428,11 @@ def _session_key(secret: bytes, nonce_agent: str, nonce_coordinator: str) -> byt
 def _expect(conn: Connection, cls: type, timeout: float, plain_ok: tuple[type, ...] = ()):
     msg = conn.recv(timeout, plain_ok)
     if msg is None:
-        raise ProtocolError(f"no {cls.__name__} message within {timeout:g} s")
+        raise HandshakeTimeout(f"no {cls.__name__} message within {timeout:g} s")
+    return _expected(msg, cls)
+
+
+def _expected(msg: Message, cls: type):
     if isinstance(msg, Reject):
         raise Refused(msg.refusal, msg.reason)
     if not isinstance(msg, cls):
@@ -389,25 +443,39 @@ def _expect(conn: Connection, cls: type, timeout: float, plain_ok: tuple[type, .
 def agent_handshake(
     conn: Connection, secret: bytes, join: Join, timeout: float = HANDSHAKE_TIMEOUT_S
 ) -> Welcome:
-    """Authenticate to the coordinator and join; raises Refused, ProtocolError or Closed."""
+    """Authenticate to the coordinator and join, waiting up to ``timeout`` s for each answer; raises
+    Refused, HandshakeTimeout, ProtocolError or Closed."""
     mine = secrets.token_hex(16)
     conn.send(Hello(mine))
+    # Before the Challenge, a Reject can only be "busy" (anyone could send it: it proves nothing).
     theirs = _expect(conn, Challenge, timeout).nonce
     conn.authenticate(_session_key(secret, mine, theirs))
     conn.send(join)
     return _expect(conn, Welcome, timeout, plain_ok=(Reject,))
 
 
-def coordinator_handshake(conn: Connection, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT_S) -> Join:
-    """Authenticate an agent; returns its Join (the caller answers with Welcome or Reject)."""
-    theirs = _expect(conn, Hello, timeout).nonce
-    mine = secrets.token_hex(16)
-    conn.send(Challenge(mine))
-    conn.authenticate(_session_key(secret, theirs, mine))
-    return _expect(conn, Join, timeout)
+class CoordinatorHandshake:
+    """The coordinator's side of the handshake, fed the agent's messages one at a time as they arrive
+    (node 0 serves every joining agent from one thread, so it never waits for one of them)."""
+
+    def __init__(self, conn: Connection, secret: bytes):
+        self.conn = conn
+        self.secret = secret
+        self._nonce: str | None = None
+
+    def on_message(self, msg: Message) -> Join | None:
+        """None while the handshake goes on, the agent's Join at its end; ProtocolError (an
+        AuthenticationError for a wrong secret) for anything else."""
+        if self._nonce is None:
+            theirs = _expected(msg, Hello).nonce
+            self._nonce = secrets.token_hex(16)
+            self.conn.send(Challenge(self._nonce))
+            self.conn.authenticate(_session_key(self.secret, theirs, self._nonce))
+            return None
+        return _expected(msg, Join)
 
 
-# -- a live connection -------------------------------------------------------------------------------
+# -- a lost peer -------------------------------------------------------------------------------------
 class LossReason(enum.Enum):
     SILENT = "silent"  # no frame, not even a heartbeat, for the timeout
     CLOSED = "closed"  # the connection ended (the peer's process died, or it closed it)
@@ -428,84 +496,3 @@ class Loss:
         if self.reason is LossReason.CLOSED:
             return "its launcher's connection closed: the launcher died or its host went away"
         return f"its connection broke: {self.detail}"
-
-
-class Channel:
-    """An authenticated connection in use: heartbeats go out every ``interval`` seconds from a thread;
-    another thread hands every other message to ``on_message`` and calls ``on_lost(Loss)`` once when
-    the peer closes, breaks the protocol or stays silent for ``timeout`` seconds."""
-
-    def __init__(
-        self,
-        conn: Connection,
-        interval: float,
-        timeout: float,
-        on_message: Callable[[Message], None],
-        on_lost: Callable[[Loss], None],
-    ):
-        self.conn = conn
-        self.interval = interval
-        self.timeout = timeout
-        self._on_message = on_message
-        self._on_lost = on_lost
-        self._closed = threading.Event()
-        self._lost_once = threading.Lock()
-        self.lost: Loss | None = None
-        self.last_heard = time.time()
-        self._threads = [
-            threading.Thread(target=self._read, name="launch-read", daemon=True),
-            threading.Thread(target=self._beat, name="launch-heartbeat", daemon=True),
-        ]
-
-    def start(self) -> None:
-        for t in self._threads:
-            t.start()
-
-    def send(self, msg: Message) -> bool:
-        """Send ``msg``; False if the connection is gone (the loss is reported as well)."""
-        if self.lost is not None:
-            return False
-        try:
-            self.conn.send(msg)
-            return True
-        except OSError as exc:
-            self._lose(LossReason.CLOSED, f"sending failed: {exc.strerror or exc}")
-            return False
-
-    def _beat(self) -> None:
-        while not self._closed.wait(self.interval):
-            if not self.send(Heartbeat()):
-                return
-
-    def _read(self) -> None:
-        heard = time.monotonic()
-        while not self._closed.is_set():
-            try:
-                msg = self.conn.recv(self.interval)
-            except Closed:
-                self._lose(LossReason.CLOSED, "connection closed")
-                return
-            except ProtocolError as exc:
-                self._lose(LossReason.BROKEN, str(exc))
-                return
-            if msg is None:
-                if time.monotonic() - heard > self.timeout:
-                    self._lose(LossReason.SILENT, f"nothing for {self.timeout:g} s")
-                    return
-                continue
-            heard, self.last_heard = time.monotonic(), time.time()
-            if not isinstance(msg, Heartbeat):
-                self._on_message(msg)
-
-    def _lose(self, reason: LossReason, detail: str) -> None:
-        with self._lost_once:
-            if self.lost is not None or self._closed.is_set():
-                return
-            self.lost = Loss(reason, detail, self.last_heard)
-        self.conn.close()
-        self._on_lost(self.lost)
-
-    def close(self) -> None:
-        """End the connection on purpose (no loss is reported)."""
-        self._closed.set()
-        self.conn.close()
