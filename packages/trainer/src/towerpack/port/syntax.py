@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import ParentNodeProvider, ScopeProvider
@@ -123,3 +124,22 @@ def one_statement_a_line(original: cst.SimpleStatementLine, updated: cst.SimpleS
             for i, small in enumerate(updated.body)
         ]
     )
+
+
+class ReplacesUses:
+    """For a rewriter (a ``cst.CSTTransformer``) whose ``plan.uses`` maps nodes to the dotted path that
+    replaces them: replaces each, keeping its parentheses."""
+
+    plan: Any
+
+    def _use(self, original, updated):
+        new = self.plan.uses.get(original)
+        if new is None:
+            return updated
+        return expression(new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    def leave_Name(self, original_node, updated_node):
+        return self._use(original_node, updated_node)
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self._use(original_node, updated_node)

@@ -18,6 +18,7 @@ from .findings import Finding, Kind
 from .reference_map import REFERENCE
 from .resolve import How, is_reference, module_home, resolve_name, resolve_path, star_homes
 from .syntax import (
+    ReplacesUses,
     alias_comment,
     dotted,
     expression,
@@ -169,7 +170,7 @@ class _Planner(cst.CSTVisitor):
         return sorted(needed)
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(ReplacesUses, cst.CSTTransformer):
     def __init__(self, plan: _Plan) -> None:
         super().__init__()
         self.plan = plan
@@ -185,18 +186,6 @@ class _Rewriter(cst.CSTTransformer):
 
     def leave_ImportFrom(self, original_node, updated_node):
         return self._statement(original_node, updated_node)
-
-    def _use(self, original, updated):
-        new = self.plan.uses.get(original)
-        if new is None:
-            return updated
-        return expression(new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
-
-    def leave_Name(self, original_node, updated_node):
-        return self._use(original_node, updated_node)
-
-    def leave_Attribute(self, original_node, updated_node):
-        return self._use(original_node, updated_node)
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         return one_statement_a_line(original_node, updated_node)

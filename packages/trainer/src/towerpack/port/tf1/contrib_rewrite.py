@@ -23,6 +23,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..findings import Finding, Kind
 from ..syntax import (
+    ReplacesUses,
     dotted,
     expression,
     from_imports,
@@ -233,7 +234,7 @@ def _one(statements: list[cst.BaseSmallStatement]) -> cst.BaseSmallStatement:
     return statements[0]
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(ReplacesUses, cst.CSTTransformer):
     def __init__(self, plan: _Plan, anchor: cst.SimpleStatementLine | None) -> None:
         super().__init__()
         self.plan = plan
@@ -261,18 +262,6 @@ class _Rewriter(cst.CSTTransformer):
                 carried = [line for line in carried if line.comment is not None]
             result = result.with_changes(leading_lines=[*carried, *own])
         return result
-
-    def _use(self, original, updated):
-        new = self.plan.uses.get(original)
-        if new is None:
-            return updated
-        return expression(new).with_changes(lpar=updated.lpar, rpar=updated.rpar)
-
-    def leave_Name(self, original_node, updated_node):
-        return self._use(original_node, updated_node)
-
-    def leave_Attribute(self, original_node, updated_node):
-        return self._use(original_node, updated_node)
 
     def leave_Call(self, original_node, updated_node):
         renamed = self.plan.keywords.get(original_node)
