@@ -16,7 +16,10 @@ name = os.environ["RANK"] if task.get("type", "worker") == "worker" else f"ps{ta
 env = {k: os.environ.get(k) for k in KEYS}
 env.update({k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")})
 env["argv"] = sys.argv[2:]
-with open(os.path.join(out, f"env.{name}.json"), "w") as f:
+# Written whole or not at all: a parameter server may be stopped while it writes.
+path = os.path.join(out, f"env.{name}.json")
+with open(path + ".tmp", "w") as f:
     json.dump(env, f)
+os.replace(path + ".tmp", path)
 print(f"hello from rank {name}")
 print(f"note from rank {name}", file=sys.stderr)
