@@ -42,9 +42,13 @@ class Items(ArrayDataset):
         self._init_order(True, training=True, seed=7, remainder="drop")
 
 
-def _log_ids(step, ids):
+_running = [0]  # the global step being run: set by Events before each run (a read of the global-step
+# variable in the graph may come after the same run's increment)
+
+
+def _log_ids(ids):
     with open(logdir / f"ids.{os.getpid()}", "a") as f:
-        f.write(" ".join(str(int(v)) for v in [step, *ids]) + "\n")
+        f.write(" ".join(str(int(v)) for v in [_running[0], *ids]) + "\n")
     time.sleep(step_s)
     return ids
 
@@ -54,8 +58,7 @@ class Linear(ModelDesc):
         return [tf.TensorSpec([None], tf.int64, "ids"), tf.TensorSpec([None, DIM], tf.float32, "x")]
 
     def build_graph(self, ids, x):
-        step = tfv1.train.get_or_create_global_step()
-        ids = tfv1.py_func(_log_ids, [step + 1, ids], tf.int64, stateful=True)  # the step being run
+        ids = tfv1.py_func(_log_ids, [ids], tf.int64, stateful=True)
         w = tfv1.get_variable("w", [DIM], initializer=tfv1.zeros_initializer())
         with tf.control_dependencies([ids]):
             return tf.reduce_mean(tf.square(tf.reduce_sum(x * w, axis=1) - 1.0), name="cost")
@@ -78,6 +81,9 @@ class Events(Callback):
 
     def _before_epoch(self):
         self._write(f"epoch {os.getpid()} {self.epoch_num} {self.global_step}")
+
+    def _before_run(self, ctx):
+        _running[0] = self.global_step + 1
 
 
 trainer = default_trainer()  # on a parameter-server task (tf-server): serves, then exits
