@@ -52,13 +52,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.image_datasets import write_ilsvrc12  # noqa: E402
-from towerpack.dataflow.crop_decode import decode_planned, partial_decoding, plan_decode  # noqa: E402
-from towerpack.dataflow.fbresnet import fbresnet_augmentor  # noqa: E402
-from towerpack.dataflow.image_lmdb import image_lmdb_dataflow, pack_imagenet  # noqa: E402
+from towerpack.dataflow.image.crop_decode import decode_planned, partial_decoding, plan_decode  # noqa: E402
+from towerpack.dataflow.image.decode import jpeg_header  # noqa: E402
+from towerpack.dataflow.image.fbresnet import fbresnet_augmentor  # noqa: E402
+from towerpack.dataflow.image.lmdb_recipe import image_lmdb_dataflow, pack_imagenet  # noqa: E402
 from towerpack.dataflow.imgaug.base import AugmentorList  # noqa: E402
 from towerpack.dataflow.imgaug.colour_matrix import ColourPath, apply_in_order, set_colour_path  # noqa: E402
-from towerpack.dataflow.jpeg import jpeg_header  # noqa: E402
-from towerpack.dataflow.wire import unpack  # noqa: E402
+from towerpack.dataflow.wire.codec import unpack  # noqa: E402
 
 BATCH = 64
 GOAL_THROUGHPUT = 1.3
@@ -156,7 +156,7 @@ WORKERS = textwrap.dedent(
     with tf.Graph().as_default(), tf.Session() as sess:
         sess.run(tf.reduce_sum(tf.matmul(tf.ones([64, 64]), tf.ones([64, 64]))))
     from towerpack.dataflow import AugmentImageComponent, DataFromList, MapData, MultiProcessRunnerZMQ
-    from towerpack.dataflow.fbresnet import fbresnet_augmentor
+    from towerpack.dataflow.image.fbresnet import fbresnet_augmentor
 
     def collect(dp):
         gc.collect()  # walks every object the worker sees, as a long-running worker's collector will
@@ -229,7 +229,7 @@ def tfdata(mode: str, files: list, record_file: str, warmup: int, count: int) ->
 
 def records(lmdb: str, n: int) -> list[np.ndarray]:
     """The encoded JPEGs of the first ``n`` records."""
-    from towerpack.dataflow.lmdb_format import LMDBData
+    from towerpack.dataflow.formats.lmdb import LMDBData
 
     df = LMDBData(lmdb, shuffle=False, shard=False)
     df.reset_state()
@@ -243,7 +243,7 @@ def records(lmdb: str, n: int) -> list[np.ndarray]:
 
 def stages(lmdb: str, n: int, reps: int) -> dict[str, float]:
     """Seconds per image of each stage of the worker path, one image at a time (best of ``reps``)."""
-    from towerpack.dataflow.lmdb_format import LMDBData
+    from towerpack.dataflow.formats.lmdb import LMDBData
 
     augs = AugmentorList(fbresnet_augmentor(True))
     datas = records(lmdb, n)
@@ -282,7 +282,7 @@ def stages(lmdb: str, n: int, reps: int) -> dict[str, float]:
 
 def augmentation_per_image(lmdb: str, n: int, reps: int, path: ColourPath) -> float:
     """Seconds per image of the whole fbresnet augmentation of decoded images, on colour path ``path``."""
-    from towerpack.dataflow.jpeg import decode_image
+    from towerpack.dataflow.image.decode import decode_image
 
     images = [decode_image(d) for d in records(lmdb, n)]
     augs = AugmentorList(fbresnet_augmentor(True))

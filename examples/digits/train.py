@@ -7,7 +7,7 @@
     launch --np 2 --backend tf-collective examples/digits/train.py   # 2 processes, no Horovod
 
 Under ``horovodrun``, ``mpirun``, ``srun`` or ``torchrun`` instead of ``launch``, each process finds
-its rank the same way (``towerpack.dataflow.placement()``).
+its rank the same way (``towerpack.utils.placement()``).
 
 Each process reads its own shard of the training set through a ZMQ dataflow worker
 (``MultiProcessRunnerZMQ``), so with N processes each epoch still covers the data once.

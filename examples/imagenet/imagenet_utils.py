@@ -26,9 +26,9 @@ from towerpack.dataflow import (
     dataset,
     imgaug,
 )
-from towerpack.dataflow.fbresnet import fbresnet_augmentor
-from towerpack.dataflow.image_lmdb import image_lmdb_dataflow
-from towerpack.dataflow.jpeg import read_image
+from towerpack.dataflow.image.decode import read_image
+from towerpack.dataflow.image.fbresnet import fbresnet_augmentor
+from towerpack.dataflow.image.lmdb_recipe import image_lmdb_dataflow
 from towerpack.trainer import ModelDesc, add_moving_summary, regularize_cost
 from towerpack.trainer.compat import tf, tfv1
 

@@ -33,7 +33,6 @@ from imagenet_utils import (
     num_classes_of,
 )
 
-from towerpack.dataflow import placement
 from towerpack.trainer import (
     AutoResumeTrainConfig,
     BatchNorm,
@@ -55,6 +54,7 @@ from towerpack.trainer import (
 )
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.run_summary import last_accuracy, train_and_summarize
+from towerpack.utils import placement
 
 #: depth -> (block kind, blocks per group)
 DEPTHS = {

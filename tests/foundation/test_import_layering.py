@@ -337,7 +337,7 @@ def test_graph_sees_every_package_and_real_edges(towerpack_graph):
     assert "towerpack.utils.fs" in edges["towerpack.dataflow.dataset.files"]
     assert "towerpack.utils.logger" in edges["towerpack.trainer.logger"]
     lazy = towerpack_graph.edges((ImportKind.FUNCTION,), implied=False)
-    assert "towerpack.dataflow.seeding" in lazy["towerpack.utils.utils"]
+    assert "towerpack.dataflow.pipeline.seeding" in lazy["towerpack.utils.utils"]
     assert sum(len(v) for v in edges.values()) > 200
     compat = towerpack_graph.outside(["towerpack.trainer.compat"], [ImportKind.MODULE])
     assert any(_is_under(i.target, TENSORFLOW_MODULES) for i in compat)

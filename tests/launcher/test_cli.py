@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from support.launcher_run import launch, rank_script
-from towerpack.dataflow.hostlist import HostListError, expand_nodelist
 from towerpack.launcher import gpus
 from towerpack.launcher.cli import parse
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.hosts import parse_hostfile, parse_hosts
 from towerpack.launcher.spec import Mode, Role
+from towerpack.utils.hostlist import HostListError, expand_nodelist
 
 REPORT = rank_script("report.py")
 

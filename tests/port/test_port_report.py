@@ -243,5 +243,8 @@ def test_a_name_tried_under_except_attribute_error_is_not_reported():
 def test_a_package_only_the_reference_installed_is_named_where_it_is_missing():
     code = "import six\nimport msgpack_numpy as mn\nfrom msgpack_numpy import patch\n"
     findings = port_source(code, "deps.py").findings
-    assert [(f.line, f.kind) for f in findings] == [(2, Kind.MISSING_DEPENDENCY), (3, Kind.MISSING_DEPENDENCY)]
+    assert [(f.line, f.kind) for f in findings] == [
+        (2, Kind.MISSING_DEPENDENCY),
+        (3, Kind.MISSING_DEPENDENCY),
+    ]
     assert findings[0].message.endswith("(pip install msgpack-numpy)")

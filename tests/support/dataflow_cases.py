@@ -7,7 +7,7 @@ import random
 import msgpack
 import numpy as np
 
-from towerpack.dataflow.wire import encode
+from towerpack.dataflow.wire.codec import encode
 
 BAD_DTYPES = ["|O", "<U4", "|S3", "<V8", ">f4", "object", "float32", "f4", "", "<f3", "<M8[s]", 5, None, [1]]
 BAD_SHAPES = [[2**40, 2**40], [2**62], [-1], [1.5], [True], ["3"], None, 7, [1] * 40, [2**64 - 1, 2**64 - 1]]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from towerpack.dataflow.dataset.base import ArrayDataset
-from towerpack.dataflow.reader import DatasetReader
+from towerpack.dataflow.formats.reader import DatasetReader
 
 __all__ = ["IdRecords", "Ids"]
 

@@ -1,29 +1,5 @@
-"""Fixtures for trainer tests: a fresh default graph and a fresh log directory per test."""
+"""Fixtures for trainer tests (shared with the exact-resume tests)."""
 
-import pytest
+from support.trainer_fixtures import _no_logger_dir_leak, graph, logdir
 
-from towerpack.trainer import logger
-from towerpack.trainer.compat import tf
-
-
-@pytest.fixture
-def graph():
-    """A new default graph for the test (trainers build into the default graph)."""
-    g = tf.Graph()
-    with g.as_default():
-        yield g
-
-
-@pytest.fixture
-def logdir(tmp_path):
-    """A log directory set with set_logger_dir for the test, unset afterwards."""
-    d = tmp_path / "log"
-    logger.set_logger_dir(str(d), action="d")
-    yield d
-    logger.unset_logger_dir()
-
-
-@pytest.fixture(autouse=True)
-def _no_logger_dir_leak():
-    yield
-    logger.unset_logger_dir()
+__all__ = ["_no_logger_dir_leak", "graph", "logdir"]

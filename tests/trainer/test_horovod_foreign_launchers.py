@@ -19,7 +19,6 @@ import pytest
 from support.dist_models import train_reference
 from support.foreign_launchers import clean_env, mpirun_command
 from support.procs import free_port, terminate_tree, wait_for
-from towerpack.dataflow.placement import placement
 from towerpack.trainer.horovod_rendezvous import (
     RendezvousError,
     _iface_towards,
@@ -27,6 +26,7 @@ from towerpack.trainer.horovod_rendezvous import (
     rank_env,
     store_site,
 )
+from towerpack.utils.placement import placement
 
 pytestmark = [pytest.mark.horovod, pytest.mark.usefixtures("horovod_required")]
 

@@ -16,7 +16,7 @@ import pytest
 
 from support.callback_runs import train_classifier
 from support.trainer_models import blobs
-from towerpack.dataflow.progress import INTERVAL_VAR, LAUNCHED_VAR
+from towerpack.dataflow.pipeline.progress import INTERVAL_VAR, LAUNCHED_VAR
 from towerpack.trainer.callbacks.base import Callback
 from towerpack.trainer.callbacks.steps import ProgressBar
 

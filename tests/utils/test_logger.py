@@ -40,7 +40,7 @@ def test_messages_go_to_stderr_with_a_prefix_and_child_loggers_share_the_handler
         "logger.info('hello %d', 3)\n"
         "logger.warn('careful')\n"
         "logging.getLogger('towerpack.trainer.callbacks').warning('from the trainer')\n"
-        "logging.getLogger('towerpack.dataflow.printing').info('from the dataflow')\n"
+        "logging.getLogger('towerpack.dataflow.pipeline.printing').info('from the dataflow')\n"
         "logging.getLogger('elsewhere').info('not ours')\n"
     )
     assert done.returncode == 0, done.stderr

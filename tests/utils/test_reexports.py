@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import towerpack.dataflow.dataset as dataset
-import towerpack.dataflow.progress as dataflow_progress
+import towerpack.dataflow.pipeline.progress as dataflow_progress
 import towerpack.utils.progress as utils_progress
 from towerpack.dataflow.imgaug import base as imgaug_base
 from towerpack.utils import fs, logger, naming

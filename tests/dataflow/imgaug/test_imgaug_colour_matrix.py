@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from towerpack.dataflow import AugmentImageComponent, AugmentImageComponents, DataFromList, set_seed
-from towerpack.dataflow.fbresnet import fbresnet_augmentor
+from towerpack.dataflow.image.fbresnet import fbresnet_augmentor
 from towerpack.dataflow.imgaug import AugmentorList, CenterCrop, Flip, RandomOrderAug
 from towerpack.dataflow.imgaug.colour_matrix import (
     COLOUR_PATH_VAR,

@@ -15,8 +15,8 @@ from towerpack.dataflow import DataFromList, MapData, MultiProcessRunnerZMQ
 from towerpack.dataflow.imgaug.base import AugmentorList
 from towerpack.dataflow.imgaug.crop import RandomCrop
 from towerpack.dataflow.imgaug.misc import Flip
-from towerpack.dataflow.seeding import SEED_VAR
-from towerpack.dataflow.sharding import WorkerInfo, get_worker_info, set_worker_info
+from towerpack.dataflow.pipeline.seeding import SEED_VAR
+from towerpack.dataflow.pipeline.sharding import WorkerInfo, get_worker_info, set_worker_info
 
 IMG = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
 

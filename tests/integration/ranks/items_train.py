@@ -28,7 +28,7 @@ import numpy as np
 from serve_items import BATCH, N_ITEMS, Items
 
 from towerpack.dataflow import BatchData, LMDBSerializer, LocallyShuffleData, MapData, MultiProcessRunnerZMQ
-from towerpack.dataflow.parallel_map import MultiProcessMapDataZMQ
+from towerpack.dataflow.parallel.maps import MultiProcessMapDataZMQ
 from towerpack.trainer import AutoResumeTrainConfig, Callback, ModelDesc, ModelSaver, launch_train_with_config
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.default_trainer import default_trainer

@@ -7,7 +7,7 @@ import sys
 import time
 
 from towerpack.dataflow import DataFromList, MapData
-from towerpack.dataflow.speed import TestDataSpeed
+from towerpack.dataflow.pipeline.speed import TestDataSpeed
 
 size, pause = int(sys.argv[1]), float(sys.argv[2])
 

@@ -7,7 +7,33 @@ first use, so that importing the package stays cheap for processes that never to
 import importlib
 from typing import Any
 
-from .base import (
+from towerpack.utils.placement import Launcher, Placement, PlacementError, Role, placement
+
+from .formats.errors import DatasetFormatError
+from .formats.hdf5 import HDF5Data
+from .formats.lmdb import LMDBData, LMDBDataDecoder
+from .formats.reader import DatasetReader
+from .formats.serializers import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
+from .formats.tfrecord import TFRecordData
+from .parallel.maps import (
+    MultiProcessMapAndBatchData,
+    MultiProcessMapAndBatchDataZMQ,
+    MultiProcessMapData,
+    MultiProcessMapDataZMQ,
+    MultiThreadMapData,
+    ThreadedMapData,
+)
+from .parallel.runners import (
+    MultiProcessPrefetchData,
+    MultiProcessRunner,
+    MultiProcessRunnerZMQ,
+    MultiThreadPrefetchData,
+    MultiThreadRunner,
+    PrefetchData,
+    PrefetchDataZMQ,
+)
+from .parallel.workers import DataFlowWorkerError
+from .pipeline.base import (
     DataFlow,
     DataFlowReentrantGuard,
     DataFlowTerminated,
@@ -16,8 +42,16 @@ from .base import (
     RNGDataFlow,
     dataflow_len,
 )
-from .batch import BatchData, BatchDataByShape
-from .common import (
+from .pipeline.batch import BatchData, BatchDataByShape
+from .pipeline.mapping import MapData, MapDataComponent, SelectComponent
+from .pipeline.mixing import RandomChooseData, RandomMixData
+from .pipeline.printing import PrintData
+from .pipeline.seeding import fix_rng_seed, set_seed
+from .pipeline.shard import ShardData
+from .pipeline.sharding import Remainder, WorkerInfo, get_worker_info
+from .pipeline.sources import DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue, FakeData
+from .pipeline.speed import SpeedReport, TestDataSpeed, benchmark
+from .pipeline.stream import (
     CacheData,
     ConcatData,
     EpochEnd,
@@ -28,55 +62,31 @@ from .common import (
     RepeatedDataPoint,
     repeat_forever,
 )
-from .file_errors import DatasetFormatError
-from .hdf5_format import HDF5Data
-from .ledger import Ledger
-from .lmdb_format import LMDBData, LMDBDataDecoder
-from .mapping import MapData, MapDataComponent, SelectComponent
-from .mixing import RandomChooseData, RandomMixData
-from .parallel import (
-    MultiProcessPrefetchData,
-    MultiProcessRunner,
-    MultiProcessRunnerZMQ,
-    MultiThreadPrefetchData,
-    MultiThreadRunner,
-    PrefetchData,
-    PrefetchDataZMQ,
+from .resume.ledger import Ledger
+from .resume.position import DataPosition, PositionUnsupportedError
+from .resume.tracker import PositionMode, PositionTracker
+from .serve.remote import RemoteDataZMQ
+from .serve.server import DataServer, send_dataflow_zmq
+from .wire.codec import (
+    WireFormatError,
+    WireLimits,
+    decode,
+    encode,
+    pack,
+    recv_datapoint,
+    send_datapoint,
+    unpack,
 )
-from .parallel_map import (
-    MultiProcessMapAndBatchData,
-    MultiProcessMapAndBatchDataZMQ,
-    MultiProcessMapData,
-    MultiProcessMapDataZMQ,
-    MultiThreadMapData,
-    ThreadedMapData,
-)
-from .placement import Launcher, Placement, PlacementError, Role, placement
-from .position import DataPosition, PositionUnsupportedError
-from .position_tracker import PositionMode, PositionTracker
-from .printing import PrintData
-from .reader import DatasetReader
-from .remote import RemoteDataZMQ
-from .seeding import fix_rng_seed, set_seed
-from .serialize import HDF5Serializer, LMDBSerializer, NumpySerializer, TFRecordSerializer
-from .server import DataServer, send_dataflow_zmq
-from .shard import ShardData
-from .sharding import Remainder, WorkerInfo, get_worker_info
-from .sources import DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue, FakeData
-from .speed import SpeedReport, TestDataSpeed, benchmark
-from .tfrecord import TFRecordData
-from .wire import WireFormatError, WireLimits, decode, encode, pack, recv_datapoint, send_datapoint, unpack
-from .workers import DataFlowWorkerError
 
 #: Loaded on first use: attribute -> module (a submodule itself, or the module that defines it).
 _LAZY = {
     "imgaug": ".imgaug",
     "dataset": ".dataset",
-    "AugmentImageComponent": ".image",
-    "AugmentImageComponents": ".image",
-    "AugmentImageCoordinates": ".image",
-    "ImageFromFile": ".image",
-    "IndexedList": ".indexed_list",  # an IndexedDataset: loads the dataset package
+    "AugmentImageComponent": ".image.dataflows",
+    "AugmentImageComponents": ".image.dataflows",
+    "AugmentImageCoordinates": ".image.dataflows",
+    "ImageFromFile": ".image.dataflows",
+    "IndexedList": ".pipeline.indexed_list",  # an IndexedDataset: loads the dataset package
 }
 
 

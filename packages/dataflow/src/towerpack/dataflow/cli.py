@@ -12,16 +12,16 @@ from typing import Any
 
 import fire
 
-from .base import DataFlow
 from .cli_error import CLIError
-from .credit import HEARTBEAT_S
-from .parallel import MultiProcessRunnerZMQ
-from .printing import describe_datapoint
-from .security import create_keys
-from .serialize import Format, load_dataset, save_dataset
-from .server import MAX_CONSUMERS, MAX_WINDOW, DataServer, ServerError
-from .sharding import set_rank_info
-from .speed import benchmark
+from .formats.serializers import Format, load_dataset, save_dataset
+from .parallel.runners import MultiProcessRunnerZMQ
+from .pipeline.base import DataFlow
+from .pipeline.printing import describe_datapoint
+from .pipeline.sharding import set_rank_info
+from .pipeline.speed import benchmark
+from .serve.server import MAX_CONSUMERS, MAX_WINDOW, DataServer, ServerError
+from .wire.credit import HEARTBEAT_S
+from .wire.security import create_keys
 
 logger = logging.getLogger("towerpack.dataflow.serve")
 
@@ -229,7 +229,7 @@ def keygen(directory: str, name: str = "server") -> None:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(levelname)s %(message)s")
     # Imported here: the image commands load cv2, which the other commands do not need.
-    from .image_commands import pack_images, read_images
+    from .image.commands import pack_images, read_images
 
     try:
         commands = {"serve": serve, "write": write, "inspect": inspect, "bench": bench, "keygen": keygen}

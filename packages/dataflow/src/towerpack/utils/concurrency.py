@@ -1,7 +1,7 @@
 """Threads and processes: stoppable and pausable threads, a thread that shares a TF session, and
 process hygiene (terminate children at exit, die with the parent, start without Ctrl-C).
 
-The signal mechanics are the dataflow workers' own (:mod:`towerpack.dataflow.process`), loaded on
+The signal mechanics are the dataflow workers' own (:mod:`towerpack.dataflow.parallel.process`), loaded on
 first use. ``ShareSessionThread`` uses the TensorFlow the process has imported; nothing here
 imports it.
 """
@@ -188,7 +188,7 @@ def enable_death_signal(_warn: bool = True) -> bool:
     Call it in a child process. ``_warn`` is the reference's (it warned when python-prctl was
     missing; nothing is missing here).
     """
-    from towerpack.dataflow.process import enable_death_signal as set_death_signal
+    from towerpack.dataflow.parallel.process import enable_death_signal as set_death_signal
 
     return set_death_signal(signal.SIGHUP)
 
@@ -200,7 +200,7 @@ def is_main_thread() -> bool:
 @contextlib.contextmanager
 def mask_sigint() -> Iterator[bool]:
     """Ignore SIGINT inside the block (only possible in the main thread); yields whether it does."""
-    from towerpack.dataflow.process import mask_sigint as dataflow_mask_sigint
+    from towerpack.dataflow.parallel.process import mask_sigint as dataflow_mask_sigint
 
     with dataflow_mask_sigint():
         yield is_main_thread()

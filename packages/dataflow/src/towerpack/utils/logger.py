@@ -192,7 +192,7 @@ def set_logger_dir(dirname: str | os.PathLike, action: DirAction | str | None = 
 
 
 def _rank() -> int:
-    from towerpack.dataflow.placement import placement
+    from towerpack.utils.placement import placement
 
     return placement().rank
 

@@ -2,7 +2,7 @@
 
 The format is chosen by ``$TENSORPACK_SERIALIZE`` when each call is made:
 
-- ``msgpack`` (the default): towerpack's record format (:func:`towerpack.dataflow.wire.pack`),
+- ``msgpack`` (the default): towerpack's record format (:func:`towerpack.dataflow.wire.codec.pack`),
   msgpack for the structure and the raw bytes of numpy arrays, checked by a CRC. It takes what a
   datapoint holds (numpy arrays, numbers, strings, bytes, None, and lists, tuples and dicts of
   them; tuples stay tuples) and nothing is unpickled, so ``loads`` is safe on data from anywhere.
@@ -50,7 +50,7 @@ class MsgpackSerializer:
 
     @staticmethod
     def dumps(obj: Any) -> bytes:
-        from towerpack.dataflow.wire import WireFormatError, pack
+        from towerpack.dataflow.wire.codec import WireFormatError, pack
 
         try:
             return pack(obj)
@@ -62,7 +62,7 @@ class MsgpackSerializer:
 
     @staticmethod
     def loads(buf: Any) -> Any:
-        from towerpack.dataflow.wire import unpack
+        from towerpack.dataflow.wire.codec import unpack
 
         return unpack(buf)
 

@@ -1,6 +1,6 @@
 """The reference's ``tensorpack.utils.utils``: environment, random generators, run-once, progress bars.
 
-Random generators follow towerpack's seeding (:mod:`towerpack.dataflow.seeding`), not the
+Random generators follow towerpack's seeding (:mod:`towerpack.dataflow.pipeline.seeding`), not the
 reference's: ``get_rng`` gives each call its own stream, which ``fix_rng_seed`` makes reproducible
 without every dataflow worker and rank drawing the same numbers. Both load the dataflow's seeding
 module when first used (this module does not import ``towerpack.dataflow`` at import time, so the
@@ -69,7 +69,7 @@ def change_env(name: str, val: str | None) -> Iterator[None]:
 def __getattr__(name: str) -> Any:
     # ``fix_rng_seed`` is the dataflow's (seeding.py), re-exported on first use.
     if name == "fix_rng_seed":
-        from towerpack.dataflow.seeding import fix_rng_seed
+        from towerpack.dataflow.pipeline.seeding import fix_rng_seed
 
         return fix_rng_seed
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -84,7 +84,7 @@ def get_rng(obj: Any = None) -> np.random.RandomState:
     with the same seed and layout draws the same numbers, and no two workers or ranks share a
     stream (the reference gave every call the very same seed).
     """
-    from towerpack.dataflow.seeding import new_stream_key, stream_seed
+    from towerpack.dataflow.pipeline.seeding import new_stream_key, stream_seed
 
     return np.random.RandomState(stream_seed(new_stream_key()) % 2**32)
 

@@ -24,7 +24,7 @@ from typing import IO
 _UP = b"\x1b[A"
 _CLEAR_DOWN = b"\x1b[J"
 #: Seconds between two lines of a bar where the stream is not a terminal; the variable is the one
-#: towerpack.dataflow.progress reads for the ranks' own bars (this package does not depend on it).
+#: towerpack.dataflow.pipeline.progress reads for the ranks' own bars (this package does not depend on it).
 INTERVAL_VAR = "TOWERPACK_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 30.0
 

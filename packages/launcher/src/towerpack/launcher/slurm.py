@@ -1,5 +1,5 @@
 """Slurm: the node layout of an ``srun`` step (its compressed host list is expanded by
-:mod:`towerpack.dataflow.hostlist`).
+:mod:`towerpack.utils.hostlist`).
 
 A launcher joins the other nodes of a Slurm job only when ``srun`` started it as one task of a step
 that spans several nodes: that is the one way every node gets its own launcher. A ``launch --np 2``
@@ -46,7 +46,7 @@ def step(env: dict) -> SlurmStep | None:
     if not nodelist or not count or node_id is None:
         return None
     # Imported here: towerpack.dataflow costs a few tenths of a second, paid only inside a Slurm step.
-    from towerpack.dataflow.hostlist import HostListError, expand_nodelist
+    from towerpack.utils.hostlist import HostListError, expand_nodelist
 
     try:
         nodes = tuple(expand_nodelist(nodelist))

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from types import ModuleType
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from . import logger
 from .callback import Callback
@@ -139,7 +139,7 @@ class Trainer:
     @property
     def is_chief(self) -> bool:
         """Whether this process writes logs and checkpoints and runs chief-only callbacks: rank 0 of
-        the job as the launcher placed it (``towerpack.dataflow.placement``), or a process run alone.
+        the job as the launcher placed it (``towerpack.utils.placement``), or a process run alone.
         Distributed trainers set it from their own view of the job."""
         if self._is_chief is None:
             self._is_chief = placement().is_chief

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from . import logger
 from .choice import Choice

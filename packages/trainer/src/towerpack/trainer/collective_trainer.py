@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import os
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from . import logger
 from .cluster import ClusterTask, create_server, read_tf_config

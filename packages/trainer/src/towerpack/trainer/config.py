@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from towerpack.dataflow.base import dataflow_len
+from towerpack.dataflow.pipeline.base import dataflow_len
 
 from . import logger
 from .callback import Callback
@@ -69,7 +69,7 @@ class TrainConfig:
         logdir, logdir_action: if set, the log directory is set with ``set_logger_dir`` when
             training starts (on the chief only).
         exact_resume: track where the data of the epoch stands (the DataFlow the trainer reads must
-            support it, see ``towerpack.dataflow.position``); every checkpoint then records it, and
+            support it, see ``towerpack.dataflow.resume.position``); every checkpoint then records it, and
             ``AutoResumeTrainConfig`` continues an epoch where it stopped, each datapoint once.
     """
 

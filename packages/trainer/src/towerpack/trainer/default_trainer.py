@@ -1,7 +1,7 @@
 """The trainer a script gets for how it was started: data-parallel across the job's processes, towers
 in one process, or one tower.
 
-A worker of a distributed job (any launcher :func:`~towerpack.dataflow.placement` knows) gets the
+A worker of a distributed job (any launcher :func:`~towerpack.utils.placement` knows) gets the
 trainer of the launcher's backend (``TOWERPACK_BACKEND``): :class:`CollectiveAllReduceTrainer` for
 ``launch --backend tf-collective``, :class:`DistributedTrainerReplicated` for ``--backend tf-server``
 (its parameter-server tasks too: they serve in the constructor, then exit), :class:`HorovodTrainer`
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from towerpack.dataflow.placement import Role, placement
+from towerpack.utils.placement import Role, placement
 
 from .base import Trainer
 from .collective_trainer import CollectiveAllReduceTrainer

@@ -3,7 +3,7 @@
 Horovod (built with Gloo only) finds its peers through an HTTP key-value store. ``launch`` and
 ``horovodrun --gloo`` host that store and give every rank its address and place in ``HOROVOD_*``
 variables; other launchers set only their own. So, just before ``hvd.init()``,
-:func:`gloo_rendezvous` reads the rank's :func:`~towerpack.dataflow.placement`. Rank 0 starts Horovod's
+:func:`gloo_rendezvous` reads the rank's :func:`~towerpack.utils.placement`. Rank 0 starts Horovod's
 own store (the one ``horovodrun --gloo`` uses), and every rank sets what ``horovodrun --gloo`` sets.
 
 Every rank works out where the store is from its own environment, with no exchange:
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from towerpack.dataflow.hostlist import HostListError, expand_nodelist
-from towerpack.dataflow.placement import Launcher, Placement, parse_slurm_counts, placement
+from towerpack.utils.hostlist import HostListError, expand_nodelist
+from towerpack.utils.placement import Launcher, Placement, parse_slurm_counts, placement
 
 from . import logger
 

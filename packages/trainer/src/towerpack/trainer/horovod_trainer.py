@@ -6,7 +6,7 @@ import copy
 import os
 from dataclasses import dataclass
 
-from towerpack.dataflow.placement import PlacementError
+from towerpack.utils.placement import PlacementError
 
 from . import logger
 from .base import NewSessionCreator

@@ -1,7 +1,7 @@
 """PositionExchange: keeps count of the items a job trained on, in the tracker's tag mode.
 
 Every datapoint the trainer takes from its pipeline carries the keys of its items (epoch and
-position, :mod:`towerpack.dataflow.position_tags`), logged in the order the input source took them;
+position, :mod:`towerpack.dataflow.resume.tags`), logged in the order the input source took them;
 the datapoints of step ``s`` are the log's entries ``(s - 1) * towers .. s * towers - 1``.
 
 - One rank: every ``SETTLE_EVERY`` steps the keys of the datapoints trained on go into the tracker's
@@ -48,7 +48,7 @@ import uuid
 
 import numpy as np
 
-from towerpack.dataflow.position_tags import pack_keys, split_keys, unpack_keys
+from towerpack.dataflow.resume.tags import pack_keys, split_keys, unpack_keys
 
 from . import logger
 from .callback import Callback

@@ -2,7 +2,7 @@
 
 With ``TrainConfig(exact_resume=True)`` every checkpoint ``<prefix>`` gets a record
 ``<prefix>.position.json`` (:class:`ResumeRecord`): the trainer's position (global step, epoch, steps
-of that epoch done) and the data's (a :class:`~towerpack.dataflow.position.DataPosition`: which part
+of that epoch done) and the data's (a :class:`~towerpack.dataflow.resume.position.DataPosition`: which part
 of the data epochs the ranks trained on). A JSON file next to the checkpoint rather than a variable in
 it: the graph and the checkpoint's variables stay the same with and without the switch (checkpoints
 load the same either way), tools without TensorFlow (a launcher restarting a job) can read it, and it
@@ -25,9 +25,9 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from towerpack.dataflow.ledger import Ledger
-from towerpack.dataflow.position import DataPosition
-from towerpack.dataflow.position_tracker import PositionMode, PositionTracker
+from towerpack.dataflow.resume.ledger import Ledger
+from towerpack.dataflow.resume.position import DataPosition
+from towerpack.dataflow.resume.tracker import PositionMode, PositionTracker
 
 from . import logger
 from .position_exchange import PositionExchange

@@ -12,7 +12,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from .callbacks.monitor import JSONWriter
 from .callbacks.preemption import PreemptionSaver

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from . import logger
 from .cluster import ClusterTask, create_server, read_tf_config

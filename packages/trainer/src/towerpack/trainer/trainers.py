@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from towerpack.dataflow.placement import placement
+from towerpack.utils.placement import placement
 
 from . import logger
 from .base import DataFlowInput, Trainer

@@ -1,13 +1,13 @@
 """IndexedDataset: the base of the dataset readers, whose items are addressed by index.
 
-The block-wise :class:`~towerpack.dataflow.reader.DatasetReader` reads runs of a sequential file;
+The block-wise :class:`~towerpack.dataflow.formats.reader.DatasetReader` reads runs of a sequential file;
 these datasets are in memory or one file per item, so an epoch's order is a permutation of all
 ``n`` items, drawn from ``(seed, epoch)`` alone (the same in every process; about 20 ms for
 ImageNet's 1.28M items). This process keeps its piece of that order by the project's sharding
-contract (:class:`~towerpack.dataflow.sharding.Shard`): the ranks and workers of a job together
+contract (:class:`~towerpack.dataflow.pipeline.sharding.Shard`): the ranks and workers of a job together
 deliver each item once per epoch (``remainder`` aside). In tracking mode
-(:class:`~towerpack.dataflow.position_tracker.PositionTracker`) the first epoch reads only what a
-checkpoint's :class:`~towerpack.dataflow.position.DataPosition` left of it (and in tag mode every
+(:class:`~towerpack.dataflow.resume.tracker.PositionTracker`) the first epoch reads only what a
+checkpoint's :class:`~towerpack.dataflow.resume.position.DataPosition` left of it (and in tag mode every
 item carries its position).
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..base import DataFlow, _new_seed
-from ..position import PositionSource
-from ..position_tags import join, keys_of
-from ..sharding import Remainder, SelfSharding, Shard
+from ..pipeline.base import DataFlow, _new_seed
+from ..pipeline.sharding import Remainder, SelfSharding, Shard
+from ..resume.position import PositionSource
+from ..resume.tags import join, keys_of
 from .files import Split
 
 __all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "LabelledImageFiles", "read_labelled_image"]
@@ -178,6 +178,6 @@ class LabelledImageFiles(IndexedDataset):
 
 def read_labelled_image(path: str, label: int) -> list[Any]:
     """``[BGR uint8 image of the file at path, label]``; a file that does not decode is named."""
-    from ..jpeg import read_image  # OpenCV loads when images are read, not when datasets import
+    from ..image.decode import read_image  # OpenCV loads when images are read, not when datasets import
 
     return [read_image(path), label]

@@ -54,7 +54,7 @@ class BSDS500(ArrayDataset):
         shuffle: bool = True,
         **order: Any,
     ) -> None:
-        from ..jpeg import read_image
+        from ..image.decode import read_image
 
         split = Split.parse(name, (Split.TRAIN, Split.TEST, Split.VAL), "BSDS500")
         self.data_dir = get_dataset_path("bsds500_data") if data_dir is None else os.path.expanduser(data_dir)

@@ -15,7 +15,7 @@ from typing import Any
 
 from towerpack.utils.fs import DATASET_VAR, get_dataset_path
 
-from ..file_errors import DatasetFormatError
+from ..formats.errors import DatasetFormatError
 
 __all__ = [
     "DATASET_VAR",

@@ -1,7 +1,7 @@
 """The augmentor interface: draw random parameters from an image, return a deterministic transform.
 
 Randomness differs from the reference on purpose: each augmentor's ``rng`` is seeded from
-:func:`towerpack.dataflow.seeding.stream_seed` under a stream key taken when it is made, and is
+:func:`towerpack.dataflow.pipeline.seeding.stream_seed` under a stream key taken when it is made, and is
 seeded again by ``reset_state()`` and on first use in a new process. Augmentors inside a forked
 worker therefore draw their own streams with no at-fork hook, and ``set_seed`` makes a run
 reproducible without every worker drawing the same numbers.
@@ -21,7 +21,7 @@ import numpy as np
 
 from towerpack.utils.argtools import shape2d as _shape2d
 
-from ..seeding import new_stream_key, stream_seed
+from ..pipeline.seeding import new_stream_key, stream_seed
 from . import transform
 from .transform import (
     BaseTransform,

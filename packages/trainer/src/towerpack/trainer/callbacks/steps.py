@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from towerpack.dataflow.progress import progress_bar, progress_interval
+from towerpack.dataflow.pipeline.progress import progress_bar, progress_interval
 from towerpack.utils.naming import GLOBAL_STEP_INCR_OP_NAME
 
 from .. import logger

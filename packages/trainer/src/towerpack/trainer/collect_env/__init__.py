@@ -14,7 +14,7 @@ from importlib import metadata
 import numpy as np
 import psutil
 
-from towerpack.dataflow.placement import PlacementError, placement
+from towerpack.utils.placement import PlacementError, placement
 
 from ..compat import tf
 from ..model_utils import format_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from towerpack.dataflow.base import dataflow_len
+from towerpack.dataflow.pipeline.base import dataflow_len
 
 from ..callback import Callback
 from ..compat import tfv1

@@ -6,8 +6,8 @@ import threading
 import time
 
 from towerpack.dataflow import RemoteDataZMQ, WireLimits
-from towerpack.dataflow.credit import HEARTBEAT_S
-from towerpack.dataflow.wire import DEFAULT_LIMITS
+from towerpack.dataflow.wire.codec import DEFAULT_LIMITS
+from towerpack.dataflow.wire.credit import HEARTBEAT_S
 
 from .queue import QueueInput
 from .utils import logger

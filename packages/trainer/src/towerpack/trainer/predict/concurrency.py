@@ -163,7 +163,7 @@ class MultiProcessPredictWorker(_SPAWN.Process):
         self.parent_pid = os.getpid()
 
     def _init_runtime(self) -> None:
-        from towerpack.dataflow.process import worker_prologue
+        from towerpack.dataflow.parallel.process import worker_prologue
 
         worker_prologue(self.parent_pid)
         self.predictor = OfflinePredictor(self.config)

@@ -13,7 +13,7 @@ import queue
 import threading
 from multiprocessing import connection as mp_connection
 
-from towerpack.dataflow.progress import progress_bar
+from towerpack.dataflow.pipeline.progress import progress_bar
 
 from ..compat import tf
 from .base import OfflinePredictor
@@ -146,7 +146,7 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
     def _start_workers(self):
         """Spawned workers, each with a task pipe (written by a thread of ours, so that a large
         task never blocks reading a large result) and a result pipe."""
-        from towerpack.dataflow.process import mask_sigint
+        from towerpack.dataflow.parallel.process import mask_sigint
 
         workers, senders, results = [], [], []
         for k, device in enumerate(self._devices):
@@ -172,7 +172,7 @@ class MultiProcessDatasetPredictor(DatasetPredictorBase):
         return workers, senders, results
 
     def get_result(self):
-        from towerpack.dataflow.process import stop_processes
+        from towerpack.dataflow.parallel.process import stop_processes
 
         workers, senders, conns = self._start_workers()
         tasks = enumerate(self.dataset)

@@ -1,0 +1,1 @@
+"""Datasets on disk: LMDB, HDF5, npz, TFRecord, and the serializers that write them."""
