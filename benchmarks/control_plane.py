@@ -56,7 +56,7 @@ from towerpack.launcher.hub import Channel
 from towerpack.launcher.joining import join
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.probe import ProbeListener, probe
-from towerpack.launcher.protocol import Finish, Join, Probe, Probed, Start, Stop, Stopped
+from towerpack.launcher.protocol import Agreed, Finish, Join, Members, Probe, Probed, Start, Stop, Stopped
 
 START_GOAL_S = 10.0
 CPU_GOAL_PERCENT = 5.0
@@ -107,6 +107,8 @@ class SimAgent:
             self.channel.send(Stopped(0))
         elif isinstance(msg, Probe):
             threading.Thread(target=self._probe, args=(msg.targets,), daemon=True).start()
+        elif isinstance(msg, Members):
+            self.channel.send(Agreed(msg.epoch))
         elif isinstance(msg, Finish):
             self.finished = now
             self.channel.close()

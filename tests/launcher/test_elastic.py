@@ -158,16 +158,28 @@ def test_below_min_fails_naming_the_lost_node(tmp_path):
         _kill_all(node0, node1)
 
 
-def test_losing_node_0_ends_the_job(tmp_path):
+def test_losing_node_0_of_two_ends_the_job_for_want_of_a_quorum(tmp_path):
+    """Node 1 cannot tell node 0's death from a partition that left node 0 running the job: it must not
+    take over (see test_elastic_failover for three nodes, where the majority does)."""
     port = free_port()
+    errors = tmp_path / "error.json"
     node0 = _node(port, 0, "1:2", tmp_path, 1000)
-    node1 = _node(port, 1, "1:2", tmp_path, 1000, addr="127.0.0.2")
+    node1 = _node(port, 1, "1:2", tmp_path, 1000, "--error-file", str(errors), addr="127.0.0.2")
     try:
         wait_for(lambda: len(_log(tmp_path)) == 2, 30, what="both ranks to start")
         node0.kill()
+        lost = time.monotonic()
         (rc1, _, err1), _ = finish(node1, node0, timeout=30)
-        assert rc1 == 1, err1
-        assert "lost contact with node 0" in err1 and "cannot be replaced" in err1
+        assert rc1 == 1 and time.monotonic() - lost < 10, err1
+        assert "lost contact with node 0 at 127.0.0.1:" in err1, err1
+        assert (
+            "node 1 (127.0.0.2) cannot take over: no quorum: 1 of the 2 nodes of the last membership, half "
+            "of them without its coordinator (node 0); with 2 nodes a lost coordinator cannot be told from "
+            "a network partition, so the job ends"
+        ) in err1, err1
+        report = json.loads(errors.read_text())
+        assert report["state"] == "failed" and report["root_cause"]["node"] == 0
+        assert [x[:4] for x in _log(tmp_path)] == [(0, 0, 2, 0), (0, 1, 2, 1)]  # no attempt 1 anywhere
         assert_job_gone(timeout=5.0)
     finally:
         _kill_all(node0, node1)
@@ -211,7 +223,8 @@ def test_link_cut_then_the_node_comes_back(tmp_path):
         wait_for(lambda: len(_log(tmp_path)) == 2 and len(_steps(tmp_path, 0)) >= 5, 30, what="two nodes")
         net.cut(1)
         ((rc1, _, err1),) = finish(node1, timeout=30)
-        assert rc1 == 1 and "lost contact with node 0" in err1, err1
+        # Cut off, node 1 cannot take over (half of the nodes, without the coordinator): node 0 goes on.
+        assert rc1 == 1 and "lost contact with node 0" in err1 and "cannot take over: no quorum" in err1, err1
         wait_for(lambda: len(_steps(tmp_path, 1)) >= 5, 30, what="attempt 1 on node 0 alone")
         net.heal(1)
         again = start(1)

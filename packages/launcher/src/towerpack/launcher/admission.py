@@ -71,6 +71,7 @@ class ControlServer:
         self.hub = hub or Hub.default()
         self.joined: dict[int, RemoteNode] = {}
         self.started = False  # the job's nodes are settled: a lost one is a lost node
+        self.elsewhere: tuple[str, int] | None = None  # the coordinator an ELSEWHERE refusal names
         self._cond = threading.Condition()
         self._pending: set[_Pending] = set()  # touched on the hub's thread only
         self.max_pending = max(MIN_PENDING, 2 * nnodes)
@@ -123,9 +124,11 @@ class ControlServer:
             problem = self._check(join)
             if problem:
                 refusal, reason = problem
-                say(f"refused node launcher at {conn.peer}: {reason}")
+                elsewhere = self.elsewhere if refusal is Refusal.ELSEWHERE else None
+                if self._worth_saying(refusal):
+                    say(f"refused node launcher at {conn.peer}: {reason}")
                 self.hub.remove(pending)
-                _refuse(conn, refusal, reason)
+                _refuse(conn, refusal, reason, elsewhere=elsewhere)
                 return
             try:
                 conn.send(self.welcome)
@@ -135,6 +138,10 @@ class ControlServer:
             self.hub.remove(pending)  # its connection goes on as the node's channel
             self._admit(conn, join)
             self._cond.notify_all()
+
+    def _worth_saying(self, refusal: Refusal) -> bool:
+        """Whether refusing an agent this way is news for this launcher's output."""
+        return refusal is not Refusal.ELSEWHERE
 
     def _drop(self, pending: _Pending) -> None:
         self._pending.discard(pending)
@@ -240,8 +247,16 @@ def check_info(info: NodeInfo, ports: int) -> str | None:
     return None
 
 
-def _refuse(conn: Connection, refusal: Refusal, reason: str, authenticated: bool = True) -> None:
-    """Answer with a Reject and close (a connection no longer served by the hub)."""
+def _refuse(
+    conn: Connection,
+    refusal: Refusal,
+    reason: str,
+    authenticated: bool = True,
+    elsewhere: tuple[str, int] | None = None,
+) -> None:
+    """Answer with a Reject (naming the coordinator ``elsewhere``, if given) and close (a connection no
+    longer served by the hub)."""
+    addr, port = elsewhere or ("", 0)
     with contextlib.suppress(OSError):
-        conn.send(Reject(refusal, reason), authenticated=authenticated)
+        conn.send(Reject(refusal, reason, addr, port), authenticated=authenticated)
     conn.close()

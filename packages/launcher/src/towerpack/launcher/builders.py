@@ -32,6 +32,8 @@ from towerpack.launcher.tasks import TaskId
 def build(a: argparse.Namespace, env: dict) -> LaunchSpec:
     a = _with_node_range(a)
     common = _common(a, env)
+    if a.master and "," in a.master and a.elastic is None:
+        raise UsageError("--master lists several addresses only in elastic jobs (--nnodes MIN:MAX)")
     if a.hosts or a.hostfile:
         return ssh_mode(a, env, common)
     if a.agent_slots is not None:
@@ -117,16 +119,22 @@ def node_mode(a: argparse.Namespace, env: dict, common: dict, step: slurm.SlurmS
 
 
 def elastic_node(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
-    """``--nnodes MIN:MAX``: node 0 coordinates; any other launcher may join (or leave) at any time and
-    gets its node rank at each rendezvous."""
+    """``--nnodes MIN:MAX``: node 0 coordinates (the first ``--master`` address; the others are nodes a
+    joining launcher may ask, once node 0 may be gone); any other launcher may join (or leave) at any
+    time and gets its node rank at each rendezvous."""
     if a.master is None:
         raise UsageError("--nnodes MIN:MAX needs --master ADDR:PORT (where node 0 coordinates)")
+    masters = tuple(
+        (net.resolve(host), port)
+        for host, port in (
+            net.split_host_port(m.strip(), net.DEFAULT_MASTER_PORT, "--master") for m in a.master.split(",")
+        )
+    )
     if a.node_rank is not None and a.node_rank < 0:
         raise UsageError(f"--node-rank must not be negative, got {a.node_rank}")
     if a.rendezvous_timeout <= 0:
         raise UsageError("--rendezvous-timeout must be positive")
-    master_host, master_port = net.split_host_port(a.master, net.DEFAULT_MASTER_PORT, "--master")
-    master_addr = net.resolve(master_host)
+    master_addr, master_port = masters[0]
     slots, cuda = _local_processes(a, env)
     node_addr = net.iface_address(a.network_interface) if a.network_interface else a.node_addr
     # Node 0 is the launcher told so, or (no --node-rank) the one on the machine --master names.
@@ -146,8 +154,8 @@ def elastic_node(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
     return LaunchSpec(
         mode=Mode.NODE, role=Role.COORDINATOR if first else Role.AGENT, slots=slots, cuda=cuda,
         nnodes=a.elastic.max_nodes, elastic=a.elastic, rendezvous_timeout=a.rendezvous_timeout,
-        master_addr=master_addr, master_port=master_port, node_addr=node_addr, iface=a.network_interface,
-        secret=job_secret.for_node_mode(env, a.secret_file), **common,
+        master_addr=master_addr, master_port=master_port, masters=masters, node_addr=node_addr,
+        iface=a.network_interface, secret=job_secret.for_node_mode(env, a.secret_file), **common,
     )  # fmt: skip
 
 

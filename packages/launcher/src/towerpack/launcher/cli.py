@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument(
         "--master",
         metavar="ADDR:PORT",
-        help="where node 0 coordinates (default port 29400; IPv6 as [ADDR]:PORT); "
-        "with --hosts: the address to listen on",
+        help="where node 0 coordinates (default port 29400; IPv6 as [ADDR]:PORT); elastic: may list other "
+        "nodes after it (a,b:29400,...) that a joining node asks; with --hosts: the address to listen on",
     )
     nodes.add_argument(
         "--node-addr",

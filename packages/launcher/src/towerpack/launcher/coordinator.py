@@ -100,8 +100,7 @@ class Coordinator:
         self.server: ControlServer | None = None
         self.store: GlooStore | None = None
         self.listeners: list[ProbeListener] = []
-        interval = min(HEARTBEAT_INTERVAL_S, spec.heartbeat_timeout / 4)
-        self.welcome = Welcome(interval, spec.heartbeat_timeout, spec.grace_period)
+        self.welcome = welcome_for(spec)
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -109,20 +108,24 @@ class Coordinator:
         dog = watchdog.start(self.tag)
         try:
             with as_events(self.events) as self.received:
-                try:
-                    self._setup()
-                    result = self._supervise()
-                except StartupError as exc:
-                    result = RunResult(JobState.NOT_STARTED, exc.code, message=str(exc))
-                for line in result.summary():
-                    say(line)
-                write_error_file(self.spec.error_file, result, self.spec.job_id)
-                for node in self.nodes:
-                    node.finish(result.exit_code)
-                return result.exit_code
+                return self.serve()
         finally:
-            self._teardown()
+            self.close()
             watchdog.stop(dog)
+
+    def serve(self) -> int:
+        """Set the job up, run it, report how it ended and tell every node; returns the exit code."""
+        try:
+            self._setup()
+            result = self._supervise()
+        except StartupError as exc:
+            result = RunResult(JobState.NOT_STARTED, exc.code, message=str(exc))
+        for line in result.summary():
+            say(line)
+        write_error_file(self.spec.error_file, result, self.spec.job_id)
+        for node in self.nodes:
+            node.finish(result.exit_code)
+        return result.exit_code
 
     def _job_config(self) -> JobConfig:
         """What every attempt's plan needs to know of the job, besides its nodes."""
@@ -356,7 +359,8 @@ class Coordinator:
             hint = "check firewalls, or pick the address with --network-interface or --node-addr"
             raise StartupError("; ".join(problems) + f" ({hint})")
 
-    def _teardown(self) -> None:
+    def close(self) -> None:
+        """Release what the job held: ssh agents, listeners, the control server, the store, ports."""
         for agent in self.ssh_agents:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 agent.proc.wait(timeout=10)
@@ -385,6 +389,12 @@ class Coordinator:
 
     def _node_name(self, node: int) -> str:
         return f"node {node} ({self._host(node)})"
+
+
+def welcome_for(spec: LaunchSpec) -> Welcome:
+    """The job settings a coordinator gives every joining agent."""
+    interval = min(HEARTBEAT_INTERVAL_S, spec.heartbeat_timeout / 4)
+    return Welcome(interval, spec.heartbeat_timeout, spec.grace_period)
 
 
 def _first(cuda, slots: int, host: str):

@@ -1,20 +1,31 @@
 """The coordinator of an elastic job (``--nnodes MIN:MAX``): nodes may be lost or join while it runs,
-and every change restarts the ranks at the new size from their last checkpoint."""
+and every change restarts the ranks at the new size from their last checkpoint. Node 0 coordinates
+first; when it is lost, a surviving node takes over (:mod:`towerpack.launcher.failover`) and runs the
+same loop on from there, as long as the survivors hold a quorum (:mod:`towerpack.launcher.quorum`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import queue
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from towerpack.launcher import job_secret, net
+from towerpack.launcher import failover, job_secret, net, probe
 from towerpack.launcher.admission import ControlServer, Problem, check_info
 from towerpack.launcher.console import say
 from towerpack.launcher.coordinator import Coordinator, StartupError, _unique
 from towerpack.launcher.errors import USAGE_EXIT, Refusal
-from towerpack.launcher.events import NodeJoined, NodeLost, NodeSignalled, SignalReceived, TaskEnded
+from towerpack.launcher.events import (
+    NodeAgreed,
+    NodeJoined,
+    NodeLost,
+    NodeSignalled,
+    SignalReceived,
+    TaskEnded,
+)
 from towerpack.launcher.gloo_store import GlooStore
 from towerpack.launcher.group import FAILURE_GRACE_S
 from towerpack.launcher.membership import (
@@ -28,27 +39,76 @@ from towerpack.launcher.nodes import LocalNode, NodeState, RemoteNode, change_re
 from towerpack.launcher.plan import Backend, build_tasks, elastic_ports
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import ProbeListener
-from towerpack.launcher.protocol import Connection, Join
+from towerpack.launcher.protocol import Connection, Join, Loss, Member, Members, ProbeTarget
+from towerpack.launcher.quorum import Quorum
 from towerpack.launcher.results import Failure, JobState, RunResult
+from towerpack.launcher.signals import Received
 from towerpack.launcher.signals import name as signal_name
-from towerpack.launcher.spec import LaunchSpec
+from towerpack.launcher.spec import LaunchSpec, Role
 from towerpack.launcher.tasks import StopRequest, TaskKind
+
+#: Seconds past the heartbeat timeout that a member has to agree to a membership before it counts as lost.
+AGREE_SLACK_S = 2.0
+
+
+class Standing(enum.Enum):
+    """What an elastic job's node answers a launcher that connects to its control port."""
+
+    COORDINATING = "coordinating"  # admits it (the coordinator)
+    FOLLOWING = "following"  # sends it to the coordinator (ELSEWHERE)
+    SEEKING = "seeking"  # BUSY: it lost its coordinator and is finding the next one
 
 
 class ElasticServer(ControlServer):
-    """Admits any agent of the same elastic job (same MIN:MAX, ``--ps`` and backend) while the job has
-    fewer than MAX nodes, members and newcomers together; each gets the next node id (never reused)."""
+    """The control port of an elastic job's node: every node listens, so that any of them can take over
+    from a lost coordinator and a joining launcher can ask any of them where the coordinator is.
 
-    def __init__(self, spec: LaunchSpec, port: int, welcome, events):
+    Coordinating, it admits any agent of the same job (same MIN:MAX, ``--ps`` and backend) while the job
+    has fewer than MAX nodes, members and newcomers together; each gets the next node id (never
+    reused), except a member of the membership it took over (``coordinate``), which keeps its id.
+    """
+
+    def __init__(
+        self, spec: LaunchSpec, addr: str, port: int, welcome, events, standing=Standing.COORDINATING
+    ):
         self.spec = spec  # before the server starts: its first agent may come at once
-        self._next_id = 1
-        super().__init__(spec.master_addr, port, spec.secret, spec.nnodes, set(), spec.n_ps, welcome, events)
+        self.standing = standing
+        self.me = 0  # this node's id
+        self.next_id = 1
+        self.rejoining: frozenset[int] = frozenset()  # members of the membership taken over
+        self._leader = "node 0"  # whom ELSEWHERE names
+        super().__init__(addr, port, spec.secret, spec.nnodes, set(), spec.n_ps, welcome, events)
+
+    def follow(self, addr: str, port: int, who: str) -> None:
+        """Send joining launchers to the coordinator ``who`` at ``addr:port``."""
+        with self._cond:
+            self.standing, self.elsewhere, self._leader = Standing.FOLLOWING, (addr, port), who
+
+    def seek(self) -> None:
+        with self._cond:
+            self.standing = Standing.SEEKING
+
+    def coordinate(self, last: Members) -> None:
+        """Take over from the coordinator of ``last``: its members may rejoin with their ids."""
+        ids = {m.node for m in last.members}
+        with self._cond:
+            self.me, self.rejoining = last.you, frozenset(ids - {last.you})
+            self.next_id = max(self.next_id, last.next_id, max(ids) + 1)
+            self.standing, self.elsewhere = Standing.COORDINATING, None
+
+    def _worth_saying(self, refusal: Refusal) -> bool:
+        return self.standing is Standing.COORDINATING  # a node that does not coordinate only redirects
 
     def live(self) -> list[RemoteNode]:
         """The agents still connected, in join order."""
         return [n for n in self.joined.values() if n.state is NodeState.REACHABLE]
 
     def _check(self, join: Join) -> Problem | None:
+        if self.standing is Standing.FOLLOWING:
+            where = net.host_port(*self.elsewhere)
+            return Refusal.ELSEWHERE, f"{self._leader} coordinates this job, at {where}"
+        if self.standing is Standing.SEEKING:
+            return Refusal.BUSY, "this node lost the job's coordinator and is finding the next one"
         spec, r = self.spec, self.spec.elastic
         if (join.min_nodes, join.max_nodes, join.n_ps, join.backend) != (
             r.min_nodes,
@@ -58,35 +118,58 @@ class ElasticServer(ControlServer):
         ):
             theirs = f"{join.min_nodes}:{join.max_nodes}" if join.max_nodes else str(join.nnodes)
             return Refusal.MISMATCH, (
-                f"node 0 runs --nnodes {r} --ps {spec.n_ps} --backend {spec.backend.value}, "
+                f"node {self.me} runs --nnodes {r} --ps {spec.n_ps} --backend {spec.backend.value}, "
                 f"this node --nnodes {theirs} --ps {join.n_ps} --backend {join.backend or '?'}"
             )
+        if join.member in self.joined:  # its earlier connection may not have ended here yet
+            return Refusal.BUSY, f"node {join.member} has already joined"
         if len(self.live()) + 1 >= r.max_nodes:
             return Refusal.FULL, f"the job already runs on its maximum of {r.max_nodes} node(s)"
         problem = check_info(join.info, elastic_ports(join.info.slots, spec.n_ps))
         return (Refusal.MISMATCH, problem) if problem else None
 
     def _admit(self, conn: Connection, join: Join) -> None:
-        node, self._next_id = self._next_id, self._next_id + 1
+        if join.member in self.rejoining:
+            node = join.member
+        else:
+            node, self.next_id = self.next_id, self.next_id + 1
         info = dataclasses.replace(join.info, node=node)
         self.joined[node] = RemoteNode(conn, info, self.events, self.welcome)
         self.events.put(NodeJoined(node))
+
+    def wait_until(self, done: Callable[[], bool], timeout: float, abort) -> bool:
+        """Wait up to ``timeout`` s for ``done()`` (checked as agents come and go); ``abort()`` may raise."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not done() and time.monotonic() < deadline:
+                abort()
+                self._cond.wait(0.1)
+            return done()
 
     def wait_for(self, count: int, timeout: float, abort, settle: float = 0.0) -> int:
         """Wait up to ``timeout`` s until ``count`` agents are connected, then up to ``settle`` s more for
         others (up to MAX); returns how many are connected. ``abort()`` may raise to give up."""
         most = self.spec.elastic.max_nodes - 1
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while len(self.live()) < count and time.monotonic() < deadline:
-                abort()
-                self._cond.wait(0.1)
-            if len(self.live()) >= count:
-                deadline = time.monotonic() + settle
-                while len(self.live()) < most and time.monotonic() < deadline:
-                    abort()
-                    self._cond.wait(0.1)
-            return len(self.live())
+        if self.wait_until(lambda: len(self.live()) >= count, timeout, abort):
+            self.wait_until(lambda: len(self.live()) >= most, settle, abort)
+        return len(self.live())
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What a node taking over from a lost coordinator brings (see :mod:`towerpack.launcher.failover`):
+    the last membership it agreed to (the lost coordinator first), how the coordinator was lost and when
+    this node noticed (``time.monotonic()``), and the members it found gone while looking for the next
+    one."""
+
+    last: Members
+    loss: Loss | None
+    noticed: float
+    gone: frozenset[int] = frozenset()
+
+    @property
+    def lost(self) -> Member:
+        return self.last.members[0]
 
 
 class _Why(enum.Enum):
@@ -108,25 +191,61 @@ class _End:
 
 
 class ElasticCoordinator(Coordinator):
-    """Node 0 of an elastic job.
+    """The coordinator of an elastic job: node 0, or the node that took over from a lost coordinator.
 
     Start: wait for MIN nodes (``--start-timeout``), then ``SETTLE_S`` for more, then attempt 0. Each
-    attempt numbers the member nodes densely in join order (node 0 first), so ``RANK``/``WORLD_SIZE``
-    stay dense. A member lost: every rank gets SIGUSR1 (``LOSS_GRACE_S`` to checkpoint), then SIGTERM
+    attempt numbers the member nodes densely in join order (the coordinator first), so ``RANK``/
+    ``WORLD_SIZE`` stay dense; before it starts, every member is told the membership and must agree
+    (``_agree``). A member lost: every rank gets SIGUSR1 (``LOSS_GRACE_S`` to checkpoint), then SIGTERM
     and SIGKILL; a node joining below MAX: SIGUSR1 with ``--grace-period``. Either way the next attempt
-    runs on the nodes connected then, and does not use up ``--max-restarts``. A task failing with every
-    node still answering is a failure, restarted at the same size while ``--max-restarts`` allows. Fewer
-    than MIN nodes left: wait ``--rendezvous-timeout`` for joins, then fail naming the lost nodes.
-    Node 0 runs here: when it goes, the agents see their coordinator lost and end the job.
+    runs on the nodes connected then, and does not use up ``--max-restarts``, provided they are a
+    quorum of the last agreed membership (:mod:`towerpack.launcher.quorum`): else this side of a
+    partition stops. A task failing with every node still answering is a failure, restarted at the
+    same size while ``--max-restarts`` allows. Fewer than MIN nodes left: wait ``--rendezvous-timeout``
+    for joins, then fail naming the lost nodes.
+
+    A successor (``successor``) starts from the agent's state instead: it waits for a quorum of the
+    last membership to rejoin it, then runs the next attempt.
     """
 
-    def __init__(self, spec: LaunchSpec):
+    def __init__(self, spec: LaunchSpec, takeover: Takeover | None = None):
         super().__init__(spec)
         self.changes: list[MembershipChange] = []
+        self.takeover = takeover
+        self.me = takeover.last.you if takeover else 0
+        self.quorum: Quorum | None = None  # the last agreed membership (None before the first)
+        self._epoch = 0
+
+    @classmethod
+    def successor(
+        cls,
+        spec: LaunchSpec,
+        takeover: Takeover,
+        node: LocalNode,
+        server: ElasticServer,
+        tag: str,
+        events: queue.SimpleQueue,
+        received: Received,
+    ) -> ElasticCoordinator:
+        """The coordinator a node becomes when it takes over: its own node, control port, events."""
+        spec = dataclasses.replace(
+            spec, role=Role.COORDINATOR, master_addr=node.info.addr, master_port=server.port
+        )
+        self = cls(spec, takeover)
+        self.tag, self.events, self.received = tag, events, received
+        self.server = server
+        self.nodes.append(node)
+        return self
 
     # -- setting up -------------------------------------------------------------------------------------
     def _setup(self) -> None:
         spec, r = self.spec, self.spec.elastic
+        if spec.backend is Backend.HOROVOD:
+            token = job_secret.store_token(spec.secret)
+            self.store = GlooStore(spec.master_addr, token, world=r.max_nodes * spec.slots)
+        if self.takeover:
+            self.server.coordinate(self.takeover.last)
+            return
         addr = spec.node_addr or net.source_address(spec.master_addr)
         held = HeldPorts(addr, elastic_ports(spec.slots, spec.n_ps))
         listener = ProbeListener(addr)
@@ -135,11 +254,10 @@ class ElasticCoordinator(Coordinator):
         self.nodes.append(
             LocalNode(info, list(spec.argv), self.tag, spec.output, self.events, spec.cpu_bind, held)
         )
-        if spec.backend is Backend.HOROVOD:
-            token = job_secret.store_token(spec.secret)
-            self.store = GlooStore(spec.master_addr, token, world=r.max_nodes * spec.slots)
         try:
-            self.server = ElasticServer(spec, spec.master_port or 0, self.welcome, self.events)
+            self.server = ElasticServer(
+                spec, spec.master_addr, spec.master_port or 0, self.welcome, self.events
+            )
         except OSError as exc:
             raise StartupError(
                 f"cannot listen on --master {spec.master_addr}:{spec.master_port}: {exc.strerror}", USAGE_EXIT
@@ -158,13 +276,95 @@ class ElasticCoordinator(Coordinator):
         members = {n.info.node for n in self.nodes}
         return [n for n in self.server.live() if n.info.node not in members]
 
+    def _gather(self) -> RunResult | None:
+        """A successor's first rendezvous: up to ``--rendezvous-timeout`` for a quorum of the last
+        membership to rejoin (failing at once when too few members are left, or can be reached, to make
+        one), then up to ``SETTLE_S`` for the others; whoever did not come is recorded as lost."""
+        spec, t = self.spec, self.takeover
+        last, lost, me = t.last, t.lost, self.nodes[0]
+        self.quorum = Quorum.of((m.node for m in last.members), lost.node)
+        others = {m.node for m in last.members} - {self.me, lost.node}
+        targets = [ProbeTarget(m.node, m.addr, m.port) for m in last.members if m.node in others - t.gone]
+        unreachable = probe.unreachable(targets, timeout=failover.ANSWER_S)
+        coming = {p.node for p in targets} - set(unreachable)
+
+        def present() -> set[int]:
+            return {self.me} | ({n.info.node for n in self.server.live()} & others)
+
+        world = sum(m.slots for m in last.members)
+        world = self._record(
+            lost.node, lost.host, *_loss_record(t.loss, self.welcome), world, world - lost.slots
+        )
+        if not self.quorum.met_by({self.me} | coming):
+            shortfall = self.quorum.shortfall(coming | {self.me})
+            note = f"node {self.me} ({me.info.hostname}) cannot take over: {shortfall}"
+            if unreachable:
+                note += f"; cannot reach {', '.join(unreachable.values())}"
+            if len(last.members) == 2:
+                note += "; with 2 nodes a lost coordinator cannot be told from a network partition, "
+                note += "so the job ends"
+            return self._lost_coordinator(note)
+        where = net.host_port(spec.master_addr, self.server.port)
+        say(
+            f"node {self.me} ({me.info.hostname}) takes over as the coordinator from node {lost.node} "
+            f"({lost.host}); waiting for the other nodes on {where}"
+        )
+        try:
+            ok = self.server.wait_until(
+                lambda: self.quorum.met_by(present()), spec.rendezvous_timeout, self._abort_startup
+            )
+            if ok:
+                self.server.wait_until(lambda: coming <= present(), SETTLE_S, self._abort_startup)
+        except StartupError as exc:  # a signal came
+            return RunResult(JobState.STOPPED, exc.code, signal=self.received.last)
+        came = present()
+        for m in last.members[1:]:
+            if m.node not in came:
+                why = "gone" if m.node in t.gone else f"did not rejoin within {spec.rendezvous_timeout:g} s"
+                world = self._record(m.node, m.host, ChangeReason.LOST, why, world, world - m.slots)
+        if not ok:
+            return self._lost_coordinator(
+                f"node {self.me} ({me.info.hostname}) could not take over: {self.quorum.shortfall(came)} "
+                f"rejoined it within {spec.rendezvous_timeout:g} s (--rendezvous-timeout)"
+            )
+        order = {m.node: i for i, m in enumerate(last.members)}
+        for node in sorted(self._newcomers(), key=lambda n: order.get(n.info.node, len(order))):
+            self.nodes.append(node)
+            info = node.info
+            if info.node not in order:  # a new node that joined meanwhile
+                world = self._record(
+                    info.node, info.hostname, ChangeReason.JOINED, "joined", world, world + info.slots
+                )
+        return None
+
+    def _lost_coordinator(self, note: str) -> RunResult:
+        """A successor's failure: the lost coordinator is the root cause."""
+        lost, loss = self.takeover.lost, self.takeover.loss
+        why = loss.describe(self.welcome.heartbeat_timeout) if loss else "lost"
+        root = Failure.node_lost(lost.node, lost.host, why, loss.last_heard if loss else time.time())
+        stopped = sum(n.info.slots for n in self.nodes)
+        return RunResult(JobState.FAILED, 1, root_cause=root, stopped=stopped, notes=(note,))
+
     # -- running ----------------------------------------------------------------------------------------
     def _supervise(self) -> RunResult:
         spec = self.spec
         cfg = self._job_config()
         attempt, restarts, reason, previous = 0, 0, StartReason.START, 0
+        if self.takeover:
+            failed = self._gather()
+            if failed:
+                return self._result(failed)
+            last = self.takeover.last
+            attempt, reason = last.attempt + 1, StartReason.MEMBERSHIP
+            previous = sum(m.slots for m in last.members)
         took = ""  # how long the last restart's stop and rendezvous took
+        if self.takeover:
+            lost = self.takeover.lost
+            took = f" ({time.monotonic() - self.takeover.noticed:.2f} s after losing node {lost.node})"
         while True:
+            failed = self._agree(attempt)
+            if failed:
+                return self._result(failed)
             members = list(self.nodes)
             dense = [dataclasses.replace(n.info, node=i) for i, n in enumerate(members)]
             world = sum(n.slots for n in dense)
@@ -196,7 +396,7 @@ class ElasticCoordinator(Coordinator):
                 return self._result(RunResult(JobState.SUCCEEDED, 0))
             lost = [n for n in members if n.state is NodeState.LOST]
             if lost or end.why is _Why.JOINED:
-                failed = self._regroup(lost, world)
+                failed = self._regroup(lost)
                 if failed:
                     return self._result(failed)
                 attempt, reason, previous = attempt + 1, StartReason.MEMBERSHIP, world
@@ -212,7 +412,7 @@ class ElasticCoordinator(Coordinator):
                     f"{root.who()} failed ({root.reason}); restarting the job "
                     f"(restart {restarts} of {spec.max_restarts})"
                 )
-                self._regroup([], world)  # nodes that joined meanwhile take part
+                self._regroup([])  # nodes that joined meanwhile take part
                 attempt, reason, previous = attempt + 1, StartReason.FAILURE, world
                 took = ""
                 continue
@@ -226,6 +426,53 @@ class ElasticCoordinator(Coordinator):
                     stopped=stopped,
                 )
             )
+
+    def _agree(self, attempt: int) -> RunResult | None:
+        """Tell every member the membership of ``attempt`` and wait until each agreed or was lost (a
+        heartbeat timeout at most). Members that did not agree leave as lost nodes (``_regroup``, which
+        checks the quorum), and the rest is asked again; returns a failure or a stop instead."""
+        while True:
+            self._epoch += 1
+            remote = [n for n in self.nodes if isinstance(n, RemoteNode)]
+            members = tuple(self._member(n) for n in self.nodes)
+            for node in remote:
+                node.propose(Members(self._epoch, attempt, members, node.info.node, self.server.next_id))
+            ids = {n.info.node for n in remote}
+            deadline = time.monotonic() + self.welcome.heartbeat_timeout + AGREE_SLACK_S
+            deferred = []  # events for the attempt's loop (joins, exits of the last attempt)
+            while time.monotonic() < deadline and any(
+                n.agreed != self._epoch and n.state is NodeState.REACHABLE for n in remote
+            ):
+                try:
+                    event = self.events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if isinstance(event, SignalReceived) or (
+                    isinstance(event, NodeSignalled) and event.node in ids
+                ):
+                    origin = self._node_name(event.node) if isinstance(event, NodeSignalled) else ""
+                    sig = event.signal
+                    return RunResult(JobState.STOPPED, 128 + sig, signal=sig, signal_origin=origin)
+                if not isinstance(event, (NodeAgreed, NodeLost)):
+                    deferred.append(event)
+            for event in deferred:
+                self.events.put(event)
+            gone = [n for n in remote if n.agreed != self._epoch]
+            if not gone:
+                self.quorum = Quorum.of((n.info.node for n in self.nodes), self.me)
+                return None
+            for node in gone:
+                if node.state is NodeState.REACHABLE:
+                    node.drop()
+            failed = self._regroup(gone)
+            if failed:
+                return failed
+
+    def _member(self, node: LocalNode | RemoteNode) -> Member:
+        info = node.info
+        if isinstance(node, LocalNode):
+            return Member(info.node, info.hostname, self.spec.master_addr, self.server.port, info.slots)
+        return Member(info.node, info.hostname, info.addr, info.control_port or 0, info.slots)
 
     def _watch_elastic(self, workers: int, attempt: int) -> _End:
         """Wait until every worker succeeded, a task failed, a member was lost, a node joined or a signal
@@ -263,20 +510,43 @@ class ElasticCoordinator(Coordinator):
         if end.why is _Why.JOINED:
             return StopRequest(signal.SIGUSR1, grace)
         if end.why is _Why.LOST:
+            if not self._keeps_quorum():  # this side stops for good: a checkpoint could race the others'
+                return StopRequest(None, FAILURE_GRACE_S)
             return StopRequest(signal.SIGUSR1, min(LOSS_GRACE_S, grace))
         return StopRequest(None, FAILURE_GRACE_S)
 
-    def _regroup(self, lost: list[RemoteNode], world: int) -> RunResult | None:
-        """Drop the lost members, take in the newcomers (recording each change), and wait for nodes when
-        fewer than MIN are left; returns the failure when they do not come."""
+    def _keeps_quorum(self) -> bool:
+        """Whether the members this node still reaches hold a quorum of the last agreed membership."""
+        reachable = {n.info.node for n in self.nodes if n.state is NodeState.REACHABLE}
+        return self.quorum is None or self.quorum.met_by(reachable)
+
+    def _regroup(self, lost: list[RemoteNode]) -> RunResult | None:
+        """Drop the lost members (recording each change); stop if the rest is no quorum; wait for nodes
+        when fewer than MIN are left; take in the newcomers. Returns the failure, if the job cannot go
+        on."""
         spec, r = self.spec, self.spec.elastic
+        world = sum(n.info.slots for n in self.nodes)
         for node in lost:
             self.nodes.remove(node)
-            loss = node.channel.lost
-            why, detail = change_reason(loss), loss.describe(node.channel.timeout)
-            world = self._record(node, why, detail, world, world - node.info.slots)
+            reason, detail = _loss_record(node.channel.lost, self.welcome)
+            world = self._record(
+                node.info.node, node.info.hostname, reason, detail, world, world - node.info.slots
+            )
+        reachable = {n.info.node for n in self.nodes if n.state is NodeState.REACHABLE}
+        if lost and self.quorum and not self.quorum.met_by(reachable):
+            note = (
+                f"node {self.me} ({self._host(self.me)}) stops: {self.quorum.shortfall(reachable)} reach it, "
+                "and the others may go on without it (a network partition looks the same)"
+            )
+            return RunResult(
+                JobState.FAILED,
+                1,
+                root_cause=self._lost_failure(lost[0]),
+                stopped=sum(n.info.slots for n in self.nodes),
+                notes=(note,),
+            )
         if len(self.nodes) < r.min_nodes:
-            names = ", ".join(self._node_name(n.info.node) for n in lost)
+            names = ", ".join(self._node_name(n.info.node) for n in lost) or "nodes"
             say(
                 f"{len(self.nodes)} node(s) left, fewer than the minimum of {r.min_nodes}: waiting up to "
                 f"{spec.rendezvous_timeout:g} s for nodes to join"
@@ -286,14 +556,6 @@ class ElasticCoordinator(Coordinator):
             except StartupError as exc:  # a signal came
                 return RunResult(JobState.STOPPED, exc.code, signal=self.received.last)
             if len(self.server.live()) < r.min_nodes - 1:
-                first = lost[0]
-                loss = first.channel.lost
-                root = Failure.node_lost(
-                    first.info.node,
-                    first.info.hostname,
-                    loss.describe(first.channel.timeout),
-                    loss.last_heard,
-                )
                 note = (
                     f"fewer than {r.min_nodes} node(s) for {spec.rendezvous_timeout:g} s "
                     f"(--rendezvous-timeout) after losing {names}: the job cannot go on"
@@ -301,7 +563,7 @@ class ElasticCoordinator(Coordinator):
                 return RunResult(
                     JobState.FAILED,
                     1,
-                    root_cause=root,
+                    root_cause=self._lost_failure(lost[0]) if lost else None,
                     stopped=sum(n.info.slots for n in self.nodes),
                     notes=(note,),
                 )
@@ -309,11 +571,24 @@ class ElasticCoordinator(Coordinator):
             if len(self.nodes) >= r.max_nodes:
                 break
             self.nodes.append(node)
-            world = self._record(node, ChangeReason.JOINED, "joined", world, world + node.info.slots)
+            world = self._record(
+                node.info.node,
+                node.info.hostname,
+                ChangeReason.JOINED,
+                "joined",
+                world,
+                world + node.info.slots,
+            )
         return None
 
-    def _record(self, node: RemoteNode, why: ChangeReason, detail: str, old: int, new: int) -> int:
-        change = MembershipChange(time.time(), node.info.node, node.info.hostname, why, detail, old, new)
+    def _lost_failure(self, node: RemoteNode) -> Failure:
+        loss = node.channel.lost
+        why = loss.describe(node.channel.timeout) if loss else "it did not confirm the new membership"
+        heard = loss.last_heard if loss else node.channel.last_heard
+        return Failure.node_lost(node.info.node, node.info.hostname, why, heard)
+
+    def _record(self, node: int, host: str, why: ChangeReason, detail: str, old: int, new: int) -> int:
+        change = MembershipChange(time.time(), node, host, why, detail, old, new)
         self.changes.append(change)
         say(f"membership change: {change.describe()}")
         return new
@@ -332,3 +607,10 @@ class ElasticCoordinator(Coordinator):
         if self.server and node in self.server.joined:
             return self.server.joined[node].info.hostname
         return super()._host(node)
+
+
+def _loss_record(loss: Loss | None, welcome) -> tuple[ChangeReason, str]:
+    """How a lost connection reads in the membership record (None: the node stopped answering)."""
+    if loss is None:
+        return ChangeReason.SILENT, "it did not confirm the new membership"
+    return change_reason(loss), loss.describe(welcome.heartbeat_timeout)

@@ -40,16 +40,19 @@ class Refusal(enum.Enum):
     MISMATCH = "mismatch"  # the agent's node or job settings do not fit the job node 0 runs (another job)
     FULL = "full"  # the job has all the nodes it takes (its MAX, or this node rank is in the running job)
     BUSY = "busy"  # not now: too many joins at once, or this node rank's earlier connection is still there
+    ELSEWHERE = "elsewhere"  # not the coordinator (elastic jobs): the Reject names the node that is
 
     @property
     def definite(self) -> bool:
-        """True when trying again cannot help; only BUSY is worth another try."""
-        return self is not Refusal.BUSY
+        """True when trying again cannot help (BUSY: try again; ELSEWHERE: try the address given)."""
+        return self not in (Refusal.BUSY, Refusal.ELSEWHERE)
 
 
 class Refused(Exception):
-    """The coordinator refused this agent: ``refusal`` says why; the message is its explanation."""
+    """The coordinator refused this agent: ``refusal`` says why; the message is its explanation;
+    ``elsewhere`` is the ``(addr, port)`` of the coordinator an ELSEWHERE refusal names."""
 
-    def __init__(self, refusal: Refusal, reason: str):
+    def __init__(self, refusal: Refusal, reason: str, elsewhere: tuple[str, int] | None = None):
         super().__init__(reason)
         self.refusal = refusal
+        self.elsewhere = elsewhere

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from towerpack.launcher.membership import ChangeReason
+from towerpack.launcher.protocol import Loss
 from towerpack.launcher.tasks import Exit
 
 
@@ -62,6 +63,14 @@ class NodeStopped:
 
 
 @dataclass(frozen=True)
+class NodeAgreed:
+    """``node`` holds the membership of ``epoch`` (elastic jobs)."""
+
+    node: int
+    epoch: int
+
+
+@dataclass(frozen=True)
 class NodeProbed:
     """``node`` tried to reach the other nodes; ``problems`` names those it could not."""
 
@@ -78,9 +87,10 @@ class Message:
 
 @dataclass(frozen=True)
 class CoordinatorLost:
-    """An agent's view: the coordinator is gone; ``why`` says how."""
+    """An agent's view: the coordinator is gone; ``why`` says how (``loss``: its connection's end)."""
 
     why: str
+    loss: Loss | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""How a node's launcher joins node 0, retrying what a busy node 0 explains.
+"""How a node's launcher joins node 0 (or, in an elastic job, its coordinator), retrying what a busy node 0
+explains.
 
 When hundreds of nodes start at once, node 0 may answer late (its machine is loaded, or it is
 welcoming the others), its listen queue may overflow, or it may answer ``BUSY``. None of that is final:
@@ -7,14 +8,20 @@ together do not come back together), and waits longer for the answers of each ne
 ``--start-timeout``. Nobody listening yet (node 0 not started) is retried every ``UNREACHABLE_RETRY_S``.
 Only a definite refusal (wrong secret, another job's settings, a full job, frames node 0 could not
 read) or frames that are not the protocol end the join at once.
+
+An elastic job's coordinator may change (:mod:`towerpack.launcher.failover`), so ``--master`` may list
+several of its nodes: ``join_any`` tries them in turn, and a node that does not coordinate answers
+``ELSEWHERE`` with the address of the one that does, where the join goes on. ``try_join`` is one try,
+its outcome typed, for the nodes looking for a new coordinator too.
 """
 
 from __future__ import annotations
 
+import enum
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from towerpack.launcher import net, protocol
@@ -62,6 +69,67 @@ class Backoff:
         return wait * self.rng.uniform(0.5, 1.0)
 
 
+class Answer(enum.Enum):
+    """What one try at joining brought."""
+
+    WELCOME = "welcome"  # joined
+    NOBODY = "nobody"  # connection refused: no launcher listens there (not started yet, or gone)
+    UNREACHABLE = "unreachable"  # no route, or the connect timed out (a full listen queue, a cut link)
+    CLOSED = "closed"  # the connection ended before an answer
+    SILENT = "silent"  # no answer within the wait
+    BUSY = "busy"  # refused for now: worth another try
+    ELSEWHERE = "elsewhere"  # that node does not coordinate; ``elsewhere`` is the one that does
+    REFUSED = "refused"  # a definite refusal (wrong secret, another job, a full job)
+    BROKEN = "broken"  # frames that are not the protocol
+
+
+@dataclass(frozen=True)
+class Try:
+    """One try at joining: its answer, in words too, and what comes with it."""
+
+    answer: Answer
+    detail: str = ""
+    conn: Connection | None = None  # WELCOME
+    welcome: Welcome | None = None  # WELCOME
+    elsewhere: tuple[str, int] | None = None  # ELSEWHERE
+    refusal: Refusal | None = None  # BUSY, ELSEWHERE, REFUSED
+
+
+def try_join(addr: str, port: int, secret: bytes, msg: Join, wait: float) -> Try:
+    """Connect to ``addr:port`` and join with ``msg`` once, waiting up to ``wait`` s for the connection
+    and for each answer."""
+    try:
+        sock = socket.create_connection((addr, port), timeout=wait)
+    except ConnectionRefusedError:
+        return Try(Answer.NOBODY, "nobody listens there")
+    except OSError as exc:
+        return Try(Answer.UNREACHABLE, exc.strerror or str(exc) or "timed out")
+    try:
+        conn = Connection(sock, Side.AGENT)
+    except OSError:  # reset at once
+        sock.close()
+        return Try(Answer.CLOSED)
+    try:
+        welcome = protocol.agent_handshake(conn, secret, msg, timeout=wait)
+        return Try(Answer.WELCOME, conn=conn, welcome=welcome)
+    except Refused as exc:
+        conn.close()
+        if exc.refusal is Refusal.ELSEWHERE and exc.elsewhere:
+            return Try(Answer.ELSEWHERE, str(exc), elsewhere=exc.elsewhere, refusal=exc.refusal)
+        kind = Answer.REFUSED if exc.refusal.definite else Answer.BUSY
+        return Try(kind, str(exc), refusal=exc.refusal)
+    except HandshakeTimeout:
+        conn.close()
+        return Try(Answer.SILENT, f"no answer within {wait:g} s")
+    except ProtocolError as exc:
+        conn.close()
+        return Try(Answer.BROKEN, str(exc))
+    except (Closed, OSError) as exc:
+        conn.close()
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else "during the handshake"
+        return Try(Answer.CLOSED, detail)
+
+
 def join(
     addr: str,
     port: int,
@@ -73,57 +141,73 @@ def join(
     """Connect to node 0 at ``addr:port`` and join with ``msg``, retrying for up to ``timeout`` seconds
     (see the module's docstring); ``give_up()`` true (a signal came) stops the retries. Raises
     JoinFailed."""
-    where = net.host_port(addr, port)
+    return join_any([(addr, port)], secret, msg, timeout, give_up)
+
+
+def join_any(
+    targets: Sequence[tuple[str, int]],
+    secret: bytes,
+    msg: Join,
+    timeout: float,
+    give_up: Callable[[], bool] = lambda: False,
+) -> tuple[Connection, Welcome]:
+    """``join`` the coordinator of an elastic job at any of ``targets`` (``--master`` may list several
+    nodes): each is tried in turn while nobody answers there, and a node that does not coordinate
+    sends this one on to the node that does."""
+    one = len(targets) == 1
+    who = "node 0" if one else "the coordinator"
+    listed = ", ".join(net.host_port(*t) for t in targets)
     deadline = time.monotonic() + timeout
     answer, backoff = FIRST_ANSWER_S, Backoff()
     problem = None  # why the last handshake failed (None: none was tried)
     unreachable = ""  # why the last connect failed, if not refused
+    turn, redirect, hops = 0, None, 0  # hops: redirects followed in a row
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or give_up():
+            where = f"{who} at {listed}" if one else f"{who} at any of {listed}"
             if problem is None:
                 why = f" ({unreachable})" if unreachable else ""
-                raise JoinFailed(f"could not reach node 0 at {where} within {timeout:g} s{why}", 1)
-            raise JoinFailed(f"could not join node 0 at {where} within {timeout:g} s: {problem}", 1)
+                raise JoinFailed(f"could not reach {where} within {timeout:g} s{why}", 1)
+            raise JoinFailed(f"could not join {where} within {timeout:g} s: {problem}", 1)
+        target = redirect or targets[turn % len(targets)]
+        where = net.host_port(*target)
         wait = min(answer, remaining)
-        try:
-            sock = socket.create_connection((addr, port), timeout=wait)
-        except ConnectionRefusedError:
-            _sleep(UNREACHABLE_RETRY_S * random.uniform(0.5, 1.5), deadline, give_up)
+        got = try_join(*target, secret, msg, wait)
+        if got.answer is Answer.WELCOME:
+            return got.conn, got.welcome
+        if got.answer in (Answer.NOBODY, Answer.UNREACHABLE):
+            redirect, turn = None, turn + (redirect is None)
+            if got.answer is Answer.NOBODY:
+                _sleep(UNREACHABLE_RETRY_S * random.uniform(0.5, 1.5), deadline, give_up)
+            else:
+                unreachable = got.detail
+                _sleep(backoff.next(), deadline, give_up)
             continue
-        except OSError as exc:  # no route yet, or its listen queue is full (the connect timed out)
-            unreachable = exc.strerror or str(exc) or "timed out"
-            _sleep(backoff.next(), deadline, give_up)
+        if got.answer is Answer.ELSEWHERE:
+            redirect, hops = got.elsewhere, hops + 1
+            if redirect not in targets:  # news: a coordinator that --master does not list
+                say(f"{where}: {got.detail}; joining there")
+            if hops > len(targets):  # sent round in a circle while the coordinator changes
+                _sleep(backoff.next(), deadline, give_up)
             continue
-        try:
-            conn = Connection(sock, Side.AGENT)
-        except OSError:  # reset at once
-            sock.close()
-            problem = "node 0 closed the connection"
-            _sleep(backoff.next(), deadline, give_up)
-            continue
-        try:
-            return conn, protocol.agent_handshake(conn, secret, msg, timeout=wait)
-        except Refused as exc:
-            conn.close()
-            if exc.refusal.definite:
-                wrong_secret = exc.refusal is Refusal.WRONG_SECRET
-                hint = " (every node needs the same job secret: see --secret-file)" if wrong_secret else ""
-                raise JoinFailed(f"node 0 refused this node: {exc}{hint}", USAGE_EXIT) from None
-            problem = f"node 0 is busy ({exc})"
-        except HandshakeTimeout:
-            conn.close()
-            problem = f"node 0 did not answer within {wait:g} s"
+        hops = 0
+        if got.answer is Answer.REFUSED:
+            hint = ""
+            if got.refusal is Refusal.WRONG_SECRET:
+                hint = " (every node needs the same job secret: see --secret-file)"
+            raise JoinFailed(f"{who} refused this node: {got.detail}{hint}", USAGE_EXIT)
+        if got.answer is Answer.BROKEN:
+            raise JoinFailed(f"could not join {who} at {where}: {got.detail}", 1)
+        if got.answer is Answer.SILENT:
+            problem = f"{who} did not answer within {wait:g} s"
             answer = min(2 * answer, MAX_ANSWER_S)
-        except ProtocolError as exc:
-            conn.close()
-            raise JoinFailed(f"could not join node 0 at {where}: {exc}", 1) from None
-        except (Closed, OSError) as exc:
-            conn.close()
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else "during the handshake"
-            problem = f"node 0 closed the connection ({detail})"
+        elif got.answer is Answer.BUSY:
+            problem = f"{who} is busy ({got.detail})"
+        else:
+            problem = f"{who} closed the connection" + (f" ({got.detail})" if got.detail else "")
         pause = backoff.next()
-        say(f"joining node 0 at {where}: {problem}; trying again in {pause:.1f} s")
+        say(f"joining {who} at {where}: {problem}; trying again in {pause:.1f} s")
         _sleep(pause, deadline, give_up)
 
 

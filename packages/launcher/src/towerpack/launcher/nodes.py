@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from towerpack.launcher import net, probe
-from towerpack.launcher.events import NodeLost, NodeProbed, NodeSignalled, TaskEnded
+from towerpack.launcher.events import NodeAgreed, NodeLost, NodeProbed, NodeSignalled, TaskEnded
 from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.hub import Channel
 from towerpack.launcher.membership import ChangeReason
@@ -19,12 +19,14 @@ from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.protocol import (
+    Agreed,
     Connection,
     Exited,
     Finish,
     Hurry,
     Loss,
     LossReason,
+    Members,
     Probe,
     Probed,
     ProbeTarget,
@@ -39,7 +41,14 @@ from towerpack.launcher.tasks import StopRequest, Task
 
 
 def local_info(
-    spec: LaunchSpec, node: int, addr: str, slots: int, cuda, held: HeldPorts, probe_port: int | None
+    spec: LaunchSpec,
+    node: int,
+    addr: str,
+    slots: int,
+    cuda,
+    held: HeldPorts,
+    probe_port: int | None,
+    control_port: int | None = None,
 ) -> NodeInfo:
     """How a node run by this launcher describes itself (to the plan, and to the coordinator)."""
     own = spec.mode is Mode.SINGLE and net.is_local(addr)
@@ -52,6 +61,7 @@ def local_info(
         ports=held.ports,
         iface=spec.iface or net.iface_for(addr),
         probe_port=probe_port,
+        control_port=control_port,
     )
 
 
@@ -128,6 +138,7 @@ class RemoteNode:
         self._quiet_loss = quiet_loss
         self._stopped = threading.Event()
         self._killed = 0
+        self.agreed = -1  # the last membership epoch it agreed to (elastic jobs)
         self.channel = Channel(
             conn, welcome.heartbeat_interval, welcome.heartbeat_timeout, self._on_message, self._on_lost
         )
@@ -144,6 +155,9 @@ class RemoteNode:
             self._events.put(NodeSignalled(node, msg.signal))
         elif isinstance(msg, Probed):
             self._events.put(NodeProbed(node, msg.problems))
+        elif isinstance(msg, Agreed):
+            self.agreed = msg.epoch
+            self._events.put(NodeAgreed(node, msg.epoch))
 
     def _on_lost(self, loss: Loss) -> None:
         self.state = NodeState.LOST
@@ -175,6 +189,16 @@ class RemoteNode:
 
     def probe(self, targets: list[ProbeTarget]) -> None:
         self.channel.send(Probe(tuple(targets)))
+
+    def propose(self, members: Members) -> None:
+        """Tell the agent the next attempt's membership (answered by ``Agreed``)."""
+        self.channel.send(members)
+
+    def drop(self) -> None:
+        """Give up on a node that answers heartbeats but not the protocol: it counts as lost."""
+        self.state = NodeState.LOST
+        self._stopped.set()
+        self.channel.close()
 
     def finish(self, code: int) -> None:
         self.channel.send(Finish(code))

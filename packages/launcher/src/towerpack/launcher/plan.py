@@ -38,6 +38,7 @@ class NodeInfo:
     ports: tuple[int, ...]  # ports held on this node: one per local task, then one spare (MASTER_PORT)
     iface: str | None  # network interface holding ``addr`` (for Gloo)
     probe_port: int | None = None  # where this node's launcher answers reachability probes at start
+    control_port: int | None = None  # elastic jobs: where its launcher listens (to take over, to redirect)
 
 
 def ps_nodes(n_ps: int, nnodes: int) -> list[int]:

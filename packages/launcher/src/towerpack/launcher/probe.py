@@ -61,6 +61,12 @@ class ProbeListener:
 
 def probe(targets: Iterable[ProbeTarget], timeout: float = PROBE_TIMEOUT_S) -> list[str]:
     """Connect to every target at once; one line per target that could not be reached."""
+    return list(unreachable(targets, timeout).values())
+
+
+def unreachable(targets: Iterable[ProbeTarget], timeout: float = PROBE_TIMEOUT_S) -> dict[int, str]:
+    """Connect to every target at once: the node of each target that could not be reached, with the
+    line that says why (in the targets' order)."""
     problems: dict[int, str] = {}
     targets = list(targets)
 
@@ -77,4 +83,4 @@ def probe(targets: Iterable[ProbeTarget], timeout: float = PROBE_TIMEOUT_S) -> l
         t.start()
     for t in threads:
         t.join(timeout + 1.0)
-    return [problems[i] for i in sorted(problems)]
+    return {targets[i].node: problems[i] for i in sorted(problems)}

@@ -17,12 +17,14 @@ Handshake (job secret ``S``):
 
 A ``Reject`` says why as a :class:`~towerpack.launcher.errors.Refusal`: only ``BUSY`` (node 0 has too
 many joins under way, or has not yet seen this node's earlier connection end) is worth another try;
-node 0 may also send it in place of the ``Challenge``. How agents retry: :mod:`towerpack.launcher.joining`.
+node 0 may also send it in place of the ``Challenge``. In an elastic job every node listens, and one
+that does not coordinate answers ``ELSEWHERE`` with the coordinator's address. How agents retry:
+:mod:`towerpack.launcher.joining`.
 
-Then: ``Start``/``Stop``/``Hurry``/``Probe``/``Finish`` from the coordinator, ``Exited``/``Stopped``/
-``Signalled``/``Probed`` from the agent, and ``Heartbeat`` both ways every ``interval`` seconds.
-A peer that sends nothing (heartbeats included) for ``timeout`` seconds is lost. Live connections are
-served by :mod:`towerpack.launcher.hub`.
+Then: ``Start``/``Stop``/``Hurry``/``Probe``/``Members``/``Finish`` from the coordinator, ``Exited``/
+``Stopped``/``Signalled``/``Probed``/``Agreed`` from the agent, and ``Heartbeat`` both ways every
+``interval`` seconds. A peer that sends nothing (heartbeats included) for ``timeout`` seconds is lost.
+Live connections are served by :mod:`towerpack.launcher.hub`.
 
 Messages are validated against their dataclass before use: a field of the wrong type, an unknown kind
 or an oversized frame is a ``ProtocolError`` (an ``AuthenticationError`` for a frame that fails its
@@ -89,6 +91,8 @@ class Kind(enum.Enum):
     EXITED = "exited"
     SIGNALLED = "signalled"
     FINISH = "finish"
+    MEMBERS = "members"
+    AGREED = "agreed"
 
 
 class Side(enum.Enum):
@@ -112,7 +116,8 @@ class Challenge:
 
 @dataclass(frozen=True)
 class Join:
-    """Agent: who it is and the job it was started for (elastic agents: ``nnodes`` 0, MIN:MAX given)."""
+    """Agent: who it is and the job it was started for (elastic agents: ``nnodes`` 0, MIN:MAX given).
+    ``member``: the node id it had in the job whose coordinator it lost (-1: a node new to the job)."""
 
     info: NodeInfo
     nnodes: int
@@ -120,6 +125,7 @@ class Join:
     min_nodes: int = 0
     max_nodes: int = 0
     backend: str = ""
+    member: int = -1
 
 
 @dataclass(frozen=True)
@@ -133,10 +139,13 @@ class Welcome:
 
 @dataclass(frozen=True)
 class Reject:
-    """Coordinator: why it refuses this agent, as a kind and in words."""
+    """Coordinator: why it refuses this agent, as a kind and in words; ELSEWHERE names the coordinator's
+    control address (``addr``, ``port``)."""
 
     refusal: Refusal
     reason: str
+    addr: str = ""
+    port: int = 0
 
 
 @dataclass(frozen=True)
@@ -213,15 +222,48 @@ class Finish:
     code: int
 
 
+@dataclass(frozen=True)
+class Member:
+    """One node of an elastic job as every node knows it: its id, and where its launcher listens for
+    control connections (the coordinator's control port; for the others, the port they would
+    coordinate on)."""
+
+    node: int
+    host: str
+    addr: str
+    port: int
+    slots: int
+
+
+@dataclass(frozen=True)
+class Members:
+    """Coordinator (elastic jobs): the nodes of attempt ``attempt``, the coordinator first; ``you`` is the
+    receiver's id, ``next_id`` the first id not given yet. Answered by ``Agreed`` before the attempt
+    starts (see :mod:`towerpack.launcher.quorum`)."""
+
+    epoch: int
+    attempt: int
+    members: tuple[Member, ...]
+    you: int
+    next_id: int
+
+
+@dataclass(frozen=True)
+class Agreed:
+    """Agent: it holds the membership of ``epoch`` (and would take part in a takeover under it)."""
+
+    epoch: int
+
+
 Message = (
     Hello | Challenge | Join | Welcome | Reject | Heartbeat | Probe | Probed | Start | Stop | Hurry
-    | Stopped | Exited | Signalled | Finish
+    | Stopped | Exited | Signalled | Finish | Members | Agreed
 )  # fmt: skip
 _CLASSES: dict[Kind, type] = {
     Kind.HELLO: Hello, Kind.CHALLENGE: Challenge, Kind.JOIN: Join, Kind.WELCOME: Welcome,
     Kind.REJECT: Reject, Kind.HEARTBEAT: Heartbeat, Kind.PROBE: Probe, Kind.PROBED: Probed,
     Kind.START: Start, Kind.STOP: Stop, Kind.HURRY: Hurry, Kind.STOPPED: Stopped, Kind.EXITED: Exited,
-    Kind.SIGNALLED: Signalled, Kind.FINISH: Finish,
+    Kind.SIGNALLED: Signalled, Kind.FINISH: Finish, Kind.MEMBERS: Members, Kind.AGREED: Agreed,
 }  # fmt: skip
 _KINDS = {cls: kind for kind, cls in _CLASSES.items()}
 
@@ -434,7 +476,7 @@ def _expect(conn: Connection, cls: type, timeout: float, plain_ok: tuple[type, .
 
 def _expected(msg: Message, cls: type):
     if isinstance(msg, Reject):
-        raise Refused(msg.refusal, msg.reason)
+        raise Refused(msg.refusal, msg.reason, (msg.addr, msg.port) if msg.addr else None)
     if not isinstance(msg, cls):
         raise ProtocolError(f"expected {cls.__name__}, got {type(msg).__name__}")
     return msg

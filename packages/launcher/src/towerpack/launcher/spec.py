@@ -56,6 +56,7 @@ class LaunchSpec:
     rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S  # elastic: wait this long when fewer than MIN are left
     master_addr: str = "127.0.0.1"  # where the coordinator listens
     master_port: int | None = None  # the coordinator's control port (node and ssh modes)
+    masters: tuple[tuple[str, int], ...] = ()  # elastic: every --master address (node 0's first)
     node_addr: str | None = None  # this node's address for the others (default: its route to master)
     iface: str | None = None  # --network-interface
     rank_master_port: int | None = None  # explicit MASTER_PORT for the ranks
