@@ -1,10 +1,12 @@
 """Elastic jobs: seconds from losing a node to the first training step at the smaller size.
 
-Two node launchers on loopback (``launch --nnodes 1:2``) train the example CIFAR ResNet
-(``examples/resnet/cifar_resnet.py --short``, HorovodTrainer, one rank per node). Once the first
-epoch's checkpoint is saved, node 1 is lost: its launcher is killed (SIGKILL: its connection closes)
-or, without ``--quick``, frozen (SIGSTOP of its every process group: it goes silent). The time from
-then to rank 0's first step at world size 1 is split into:
+Node launchers on loopback train the example CIFAR ResNet (``examples/resnet/cifar_resnet.py
+--short``, HorovodTrainer, one rank per node). Once the first epoch's checkpoint is saved, a node is
+lost, and the time from then to the first step of the next attempt's rank 0 is split into phases.
+
+Case ``lost``: two nodes (``--nnodes 1:2``); node 1 is lost: its launcher and ranks are killed
+(SIGKILL: its connection closes) or, without ``--quick``, frozen (SIGSTOP of its every process: it
+goes silent). Measured on node 0, down to world size 1:
 
 - detection: until node 0's launcher reports the node lost (against ``--heartbeat-timeout``);
 - stop: until every rank of node 0 is stopped (SIGUSR1, 5 s to answer, then SIGTERM and SIGKILL);
@@ -13,8 +15,15 @@ then to rank 0's first step at world size 1 is split into:
 - checkpoint load: until training is about to begin (TensorFlow import, graph, session, restore);
 - first step: until its first step ends.
 
+Case ``node0``: three nodes (``--nnodes 2:3``, every one listed in ``--master``); node 0, the
+coordinator, is killed with its ranks. Measured on the survivor that takes over (the lowest node id
+left), down to world size 2: detection (until it reports node 0 lost); stop (until its own ranks have
+exited, seen from outside); rendezvous (the rest of the takeover: finding the next coordinator, the
+quorum, the rendezvous; stop and rendezvous add up to the "X s after losing node 0" it prints); then
+restart, checkpoint load and first step as above.
+
 Goal (issue 21): detection within the heartbeat timeout, everything after it under 20 s.
-Usage: ``python benchmarks/elastic.py [--quick] [--heartbeat-timeout S]``.
+Usage: ``python benchmarks/elastic.py [--case lost|node0|all] [--quick] [--heartbeat-timeout S]``.
 """
 
 from __future__ import annotations
@@ -37,9 +46,10 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "resnet" / "cifar_resnet.py"
 AFTER_DETECTION_GOAL_S = 20.0
+PHASES = ("detection", "stop", "rendezvous", "restart", "checkpoint load", "first step", "total")
 
-# Runs the example unchanged, with a callback that writes when this rank started, when training is
-# about to begin (checkpoint restored) and its step count.
+# Runs the example unchanged, with a callback that writes when this rank started, its world size, when
+# training is about to begin (checkpoint restored) and its step count.
 WRAPPER = """
 import os, runpy, sys, time
 started = time.time()
@@ -54,6 +64,7 @@ def mark(what, value):
 
 
 mark("start", started)
+mark("world", int(os.environ["WORLD_SIZE"]))
 from towerpack.trainer import Callback
 from towerpack.trainer import config as train_config
 
@@ -101,10 +112,62 @@ class Lines:
     def first(self, text: str) -> tuple[float, str] | None:
         return next(((t, line) for t, line in self.lines if text in line), None)
 
+    def tail(self, n: int = 15) -> str:
+        return "\n".join(line for _, line in self.lines[-n:])
 
-def _free_port() -> int:
+
+class Node:
+    """One node's launcher, in a session of its own (as on a machine of its own), and its stderr."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: Path, wrapper: Path):
+        self.wrapper = str(wrapper)
+        self.proc = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        self.lines = Lines(self.proc.stderr)
+
+    def ranks(self) -> list[psutil.Process]:
+        """Its rank processes now (the launcher starts each in a session of its own)."""
+        with contextlib.suppress(psutil.Error):
+            kids = psutil.Process(self.proc.pid).children(recursive=True)
+            return [p for p in kids if self.wrapper in _cmdline(p)]
+        return []
+
+
+class Exits:
+    """When every process of each group had exited, watched from outside every 20 ms (for up to
+    ``timeout`` seconds)."""
+
+    def __init__(self, groups: dict[int, list[psutil.Process]], timeout: float = 120.0):
+        self.at: dict[int, float] = {}
+        self._groups, self._deadline = groups, time.monotonic() + timeout
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while len(self.at) < len(self._groups) and time.monotonic() < self._deadline:
+            for key, procs in self._groups.items():
+                if key not in self.at and not any(map(_alive, procs)):
+                    self.at[key] = time.time()
+            time.sleep(0.02)
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        return " ".join(proc.cmdline())
+    return ""
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _free_port(addr: str) -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
 
 
@@ -125,91 +188,167 @@ def _wait(predicate, timeout: float, what: str):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def _seconds(line: str, before: str, after: str) -> float:
+    """The number between ``before`` and ``after`` in a launcher's line."""
+    return float(line.split(before)[-1].split(after)[0])
+
+
 def _stop_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL a launcher's process group and every process under it (its ranks run in sessions of
+    their own: found before the launcher dies, as they are no longer its children after)."""
+    kids: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        kids = psutil.Process(proc.pid).children(recursive=True)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGCONT)
         os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
+    for child in kids:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     proc.wait()
 
 
-def run_case(how: str, heartbeat: float, work: Path) -> dict:
-    out = work / how
-    out.mkdir()
-    wrapper = work / "timed_rank.py"
-    wrapper.write_text(WRAPPER)
-    port = _free_port()
-    env = dict(
-        os.environ,
-        ELASTIC_BENCH_OUT=str(out),
-        TOWERPACK_LAUNCH_SECRET="elastic-benchmark-secret",
-        TF_CPP_MIN_LOG_LEVEL="2",
-    )
+def _sweep(marker: str) -> None:
+    """SIGKILL whatever rank process of this run escaped its launcher (a frozen or killed tree)."""
+    for proc in psutil.process_iter():
+        if marker in _cmdline(proc):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
-    def node(rank: int, addr: str) -> subprocess.Popen:
-        argv = [
-            sys.executable, "-m", "towerpack.launcher", "--nnodes", "1:2", "--node-rank", str(rank),
-            "--master", f"127.0.0.1:{port}", "--node-addr", addr, "--np", "1", "--backend", "horovod",
-            "--heartbeat-timeout", str(heartbeat), "--ranks", "0", str(wrapper), str(EXAMPLE), "--short",
-            "--epochs", "100", "--logroot", str(out / "train_log"),
-        ]  # fmt: skip
-        return subprocess.Popen(
-            argv, env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            start_new_session=True,
-        )  # fmt: skip
 
-    node0, node1 = node(0, "127.0.0.1"), node(1, "127.0.0.2")
-    lines = Lines(node0.stderr)
-    try:
-        checkpoint = out / "train_log" / "resnet" / "checkpoint"
-        _wait(lambda: checkpoint.exists() and _read(out / "steps.0.0"), 600, "the first epoch's checkpoint")
+class Job:
+    """Node launchers of one elastic job on loopback addresses 127.0.0.1, .2, ..., training the example
+    through the timing wrapper; ``with`` ends them and every rank."""
+
+    def __init__(self, work: Path, name: str, nnodes: str, n: int, masters: int, heartbeat: float):
+        self.out = work / name
+        self.out.mkdir()
+        self.wrapper = work / "timed_rank.py"
+        self.wrapper.write_text(WRAPPER)
+        addrs = [f"127.0.0.{i + 1}" for i in range(n)]
+        master = ",".join(f"{a}:{_free_port(a)}" for a in addrs[:masters])
+        env = dict(
+            os.environ,
+            ELASTIC_BENCH_OUT=str(self.out),
+            TOWERPACK_LAUNCH_SECRET="elastic-benchmark-secret",
+            TF_CPP_MIN_LOG_LEVEL="2",
+        )
+        self.nodes: list[Node] = []
+        for rank, addr in enumerate(addrs):
+            argv = [
+                sys.executable, "-m", "towerpack.launcher", "--nnodes", nnodes, "--node-rank", str(rank),
+                "--master", master, "--node-addr", addr, "--np", "1", "--backend", "horovod",
+                "--heartbeat-timeout", str(heartbeat), "--ranks", "0", str(self.wrapper), str(EXAMPLE),
+                "--short", "--epochs", "100", "--logroot", str(self.out / "train_log"),
+            ]  # fmt: skip
+            self.nodes.append(Node(argv, env, work, self.wrapper))
+
+    def mark(self, what: str, attempt: int = 0, rank: int = 0) -> float | None:
+        return _read(self.out / f"{what}.{attempt}.{rank}")
+
+    def wait_first_checkpoint(self) -> None:
+        checkpoint = self.out / "train_log" / "resnet" / "checkpoint"
+        _wait(lambda: checkpoint.exists() and self.mark("steps"), 900, "the first epoch's checkpoint")
+
+    def wait_first_step(self, world: int) -> None:
+        _wait(lambda: self.mark("first_step", 1), 300, f"the first step at world size {world}")
+        if self.mark("world", 1) != world:
+            raise RuntimeError(f"attempt 1 ran at world size {self.mark('world', 1)}, not {world}")
+
+    def after(self, lost_at: float, noticed: float, planned: float, stopping: float) -> dict:
+        """The phases from ``lost_at``, given when the loss was noticed, and how many seconds after
+        that the ranks were stopped (``stopping``) and the next attempt planned (``planned``)."""
+        started, loaded, first = (self.mark(what, 1) for what in ("start", "loaded", "first_step"))
+        return dict(zip(PHASES, (
+            noticed - lost_at, stopping, planned - stopping, started - (noticed + planned), loaded - started,
+            first - loaded, first - lost_at,
+        ), strict=True))  # fmt: skip
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        said = "\n".join(f"--- node {i}:\n{node.lines.tail()}" for i, node in enumerate(self.nodes))
+        for node in self.nodes:
+            _stop_tree(node.proc)
+        _sweep(str(self.wrapper))
+        if isinstance(exc, TimeoutError | RuntimeError):
+            raise RuntimeError(f"{exc}; the launchers' last lines:\n{said}") from exc
+
+
+def run_lost(how: str, heartbeat: float, work: Path) -> dict:
+    """Node 1 of two killed or frozen, seen from node 0."""
+    with Job(work, how, "1:2", 2, 1, heartbeat) as job:
+        node0, node1 = job.nodes
+        job.wait_first_checkpoint()
         lost_at = time.time()
         if how == "killed":
-            _stop_tree(node1)
+            _stop_tree(node1.proc)
         else:
-            for proc in [psutil.Process(node1.pid), *psutil.Process(node1.pid).children(recursive=True)]:
+            launcher = psutil.Process(node1.proc.pid)
+            for proc in [launcher, *launcher.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     proc.suspend()
-        first = _wait(lambda: _read(out / "first_step.1.0"), 300, "the first step at world size 1")
-        noticed, _ = _wait(lambda: lines.first("lost ("), 10, "the loss line")
-        _, attempt_line = _wait(lambda: lines.first("attempt 1 "), 10, "the attempt line")
-        stopping = float(attempt_line.split("stopping took ")[1].split(" s")[0])
-        rendezvous = float(attempt_line.split("rendezvous ")[1].split(" s")[0])
-        started, loaded = _read(out / "start.1.0"), _read(out / "loaded.1.0")
-        return {
-            "detection": noticed - lost_at,
-            "stop": stopping,
-            "rendezvous": rendezvous,
-            "restart": started - (noticed + stopping + rendezvous),
-            "checkpoint load": loaded - started,
-            "first step": first - loaded,
-            "total": first - lost_at,
-        }
-    finally:
-        _stop_tree(node0)
-        _stop_tree(node1)
+        job.wait_first_step(world=1)
+        noticed, _ = _wait(lambda: node0.lines.first("lost ("), 10, "the loss line")
+        _, attempt_line = _wait(lambda: node0.lines.first("attempt 1 "), 10, "the attempt line")
+        stopping = _seconds(attempt_line, "stopping took ", " s")
+        rendezvous = _seconds(attempt_line, "rendezvous ", " s")
+        return job.after(lost_at, noticed, stopping + rendezvous, stopping)
+
+
+def run_node0(heartbeat: float, work: Path) -> dict:
+    """Node 0 of three killed, seen from the survivor that takes over."""
+    with Job(work, "node0", "2:3", 3, 3, heartbeat) as job:
+        job.wait_first_checkpoint()
+        ranks = {i: job.nodes[i].ranks() for i in (1, 2)}
+        lost_at = time.time()
+        _stop_tree(job.nodes[0].proc)
+        exits = Exits(ranks)
+        job.wait_first_step(world=2)
+        lead = next((i for i in (1, 2) if job.nodes[i].lines.first("takes over as the coordinator")), None)
+        if lead is None:
+            raise RuntimeError("attempt 1 ran, but no survivor said it took over")
+        lines = job.nodes[lead].lines
+        noticed, _ = _wait(lambda: lines.first("lost contact with node 0"), 10, "the loss line")
+        _, attempt_line = _wait(lambda: lines.first("after losing node 0)"), 10, "the attempt line")
+        takeover = _seconds(attempt_line, "(", " s after losing node 0")
+        stopped = _wait(lambda: exits.at.get(lead), 10, "the new coordinator's ranks to exit")
+        return job.after(lost_at, noticed, takeover, stopped - noticed)
+
+
+def _on_sigterm(signum, frame) -> None:
+    sys.exit(128 + signum)  # unwinds through every Job, which ends its launchers and ranks
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="only the killed launcher, not the frozen node")
+    p.add_argument("--case", choices=["lost", "node0", "all"], default="all")
+    p.add_argument("--quick", action="store_true", help="lost: only the killed launcher, not the frozen node")
     p.add_argument("--heartbeat-timeout", type=float, default=10.0)
     args = p.parse_args()
-    cases = ["killed"] if args.quick else ["killed", "frozen"]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    cases = []
+    if args.case in ("lost", "all"):
+        cases += ["killed"] if args.quick else ["killed", "frozen"]
+    if args.case in ("node0", "all"):
+        cases.append("node0")
+    results = {}
     with tempfile.TemporaryDirectory(prefix="elastic-bench-") as tmp:
-        results = {how: run_case(how, args.heartbeat_timeout, Path(tmp)) for how in cases}
-    phases = list(next(iter(results.values())))
+        for how in cases:
+            if how == "node0":
+                results[how] = run_node0(args.heartbeat_timeout, Path(tmp))
+            else:
+                results[how] = run_lost(how, args.heartbeat_timeout, Path(tmp))
     print(f"{'seconds':<16}" + "".join(f"{how:>10}" for how in cases))
-    for phase in phases:
+    for phase in PHASES:
         print(f"{phase:<16}" + "".join(f"{results[how][phase]:>10.2f}" for how in cases))
     for how, r in results.items():
         after = r["total"] - r["detection"]
+        name = "node 0 killed" if how == "node0" else f"node {how}"
         rows = [
-            (f"node {how}: detection", r["detection"], args.heartbeat_timeout),
-            (f"node {how}: detection to first step", after, AFTER_DETECTION_GOAL_S),
+            (f"{name}: detection", r["detection"], args.heartbeat_timeout),
+            (f"{name}: detection to first step", after, AFTER_DETECTION_GOAL_S),
         ]
         for case, ours, baseline in rows:
             line = {"benchmark": "elastic", "case": case, "ours": round(ours, 3), "baseline": baseline,
