@@ -2,9 +2,12 @@
 
 Cases: (a) uint8 [32,224,224,3] + int32 [32] batches (~4.8 MB) and (b) float32 [64,784] + int64
 [64] batches (~200 KB). Each is sent from one process to another (the same arrays every time,
-so only transport is measured) through MultiProcessRunnerZMQ (IPC) and through a real
-``dataflow serve`` server read by RemoteDataZMQ (TCP on loopback), and compared with raw pyzmq
-PUSH/PULL over the same transport, with zero-copy send and receive (np.frombuffer).
+so only transport is measured) through MultiProcessRunnerZMQ (IPC), through a real
+``dataflow serve`` server read by RemoteDataZMQ (TCP on loopback), and through such a server to a
+consumer in an exact-resume session (the server's source is then a resumable dataset whose every
+item is those arrays: each datapoint carries its generation and its item's key, the consumer
+records them), and compared with raw pyzmq PUSH/PULL over the same transport, with zero-copy send
+and receive (np.frombuffer).
 
 Case (lmdb): an LMDB dataset of uint8 [64,64,3] images with labels (written once, in a temporary
 directory), read shuffled and batched by 32 through 2 worker processes (MultiProcessRunnerZMQ,
@@ -16,12 +19,14 @@ this process. Datapoints (images) per second; reported, no goal.
 Case (session): the same server path with case (b)'s datapoints made from a resumable dataset
 (rows of an in-memory array, batched by 64 in the server), read by a consumer that is not in an
 exact-resume session against one that is (the server tags every item with its position, every
-datapoint carries its items' tags, docs/data_servers.md); pairs of runs back to back, the order
-alternating; the median of the pairs' ratios counts. Goal: on / off >= 0.95.
+datapoint carries its 64 items' keys, docs/data_servers.md); pairs of runs back to back, the order
+alternating; the median of the pairs' ratios counts. Goal: on / off >= 0.95. Batching rows one by
+one in Python bounds this pipeline below raw ZMQ's rate (printed too), so the session's transport
+is compared with raw ZMQ in cases (a) and (b) instead.
 
 In the other cases trials alternate between the contenders; each contender's best trial counts
-(the best is the least disturbed by other work on the machine). Prints throughput and the ratio ours / raw;
-always exits 0.
+(the best is the least disturbed by other work on the machine), and the median of the ratios
+within a round of trials is printed too. Prints throughput and the ratio ours / raw; always exits 0.
 """
 
 from __future__ import annotations
@@ -49,15 +54,24 @@ from towerpack.dataflow import (
     MultiProcessRunnerZMQ,
     RemoteDataZMQ,
 )
-from towerpack.dataflow.dataset.base import ArrayDataset
+from towerpack.dataflow.dataset.base import ArrayDataset, IndexedDataset
 
 CASES = {
     "a": {"shapes": [[32, 224, 224, 3], [32]], "dtypes": ["uint8", "int32"], "n": 300, "warmup": 20},
     "b": {"shapes": [[64, 784], [64]], "dtypes": ["float32", "int64"], "n": 4000, "warmup": 200},
 }
 HWM = 50
-#: Goals by (case, path): the server path's are the issue's; the runner's small-batch goal is unchanged.
-GOALS = {("a", "runner"): 0.95, ("a", "server"): 0.95, ("b", "runner"): 0.7, ("b", "server"): 0.85}
+#: Goals by (case, path): a server, in a session or not, at 0.9 of raw ZMQ; the runner's are unchanged.
+GOALS = {
+    ("a", "runner"): 0.95,
+    ("a", "server"): 0.9,
+    ("a", "session"): 0.9,
+    ("b", "runner"): 0.7,
+    ("b", "server"): 0.9,
+    ("b", "session"): 0.9,
+}
+#: Each of our paths and the raw baseline it is held to.
+BASELINES = {"runner": "raw ipc", "server": "raw tcp", "session": "raw tcp"}
 LMDB_IMAGES = 12_000
 LMDB_BATCH = 32
 
@@ -85,6 +99,28 @@ class Rows(ArrayDataset):
 
 def make_rows() -> BatchData:
     return BatchData(Rows(), CASES["b"]["shapes"][0][0])
+
+
+class Fixed(IndexedDataset):
+    """A resumable dataset of 10,000 items that are all the arrays ``FakeData`` yields for ``case``."""
+
+    def __init__(self, case: str):
+        self.dp = next(iter(FACTORIES[case]()))
+        self._init_order(True, training=True)
+
+    def _count(self) -> int:
+        return 10_000
+
+    def _get(self, index: int) -> list[np.ndarray]:
+        return self.dp
+
+
+def make_fixed_a() -> Fixed:
+    return Fixed("a")
+
+
+def make_fixed_b() -> Fixed:
+    return Fixed("b")
 
 
 FACTORIES = {"a": make_a, "b": make_b}
@@ -172,8 +208,8 @@ def runner(case: str, n: int, warmup: int) -> float:
 
 
 def server(case: str, n: int, warmup: int, session: bool = False) -> float:
-    """Datapoints/s from a ``dataflow serve`` of ``make_<case>``; ``session``: the consumer joins the
-    server as the one rank of an exact-resume job."""
+    """Datapoints/s from a ``dataflow serve`` of ``make_<case>`` (``make_fixed_<case>`` in a session);
+    ``session``: the consumer joins the server as the one rank of an exact-resume job."""
     addr = free_tcp()
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
@@ -183,7 +219,7 @@ def server(case: str, n: int, warmup: int, session: bool = False) -> float:
         "-m",
         "towerpack.dataflow.cli",
         "serve",
-        f"dataflow_transport:make_{case}",
+        f"dataflow_transport:make_{'fixed_' if session and case in CASES else ''}{case}",
         "--bind",
         addr,
     ]
@@ -247,18 +283,32 @@ def lmdb_case(quick: bool, trials: int) -> tuple:
     return max(par), max(seq)
 
 
-def session_case(quick: bool, trials: int) -> tuple[float, float, float]:
-    """Median datapoints/s through a server of resumable rows in a session and not, and the median of
-    the ratios of pairs run back to back (the order alternates): a machine shared with other work
-    moves whole runs by more than the difference measured."""
+def rows_alone(n: int) -> float:
+    """Datapoints/s of the session case's pipeline iterated in this process, with no transport."""
+    df = make_rows()
+    df.reset_state()
+    start, done = time.perf_counter(), 0
+    while done < n:
+        for _ in df:
+            done += 1
+            if done == n:
+                break
+    return n / (time.perf_counter() - start)
+
+
+def session_case(quick: bool, trials: int) -> tuple[float, float, float, float]:
+    """Median datapoints/s through a server of resumable rows in a session and not, the median of
+    the ratios of pairs run back to back (the order alternates: a machine shared with other work
+    moves whole runs by more than the difference measured), and the best rate of the pipeline alone."""
     c = CASES["b"]
     n = c["n"] // 3 if quick else 2 * c["n"]
-    on, off = [], []
+    on, off, alone = [], [], []
     for i in range(2 * trials):
         for session in (False, True) if i % 2 == 0 else (True, False):
             (on if session else off).append(server("rows", n, c["warmup"], session=session))
+        alone.append(rows_alone(n))
     ratio = statistics.median(a / b for a, b in zip(on, off, strict=True))
-    return statistics.median(on), statistics.median(off), ratio
+    return statistics.median(on), statistics.median(off), ratio, max(alone)
 
 
 def main() -> None:
@@ -283,27 +333,30 @@ def main() -> None:
         c = CASES[case]
         n = c["n"] // 3 if args.quick else c["n"]
         warmup = c["warmup"]
-        measures = {"raw ipc": [], "runner": [], "raw tcp": [], "server": []}
+        measures = {"raw ipc": [], "runner": [], "raw tcp": [], "server": [], "session": []}
         for _ in range(trials):
             measures["raw ipc"].append(raw(case, f"ipc://@towerpack-bench-{os.getpid()}-{case}", n, warmup))
             measures["runner"].append(runner(case, n, warmup))
             measures["raw tcp"].append(raw(case, free_tcp(), n, warmup))
             measures["server"].append(server(case, n, warmup))
+            measures["session"].append(server(case, n, warmup, session=True))
         med = {k: max(v) for k, v in measures.items()}
         mb = nbytes(case) / 1e6
-        for ours, base in (("runner", "raw ipc"), ("server", "raw tcp")):
+        for ours, base in BASELINES.items():
             goal = GOALS[case, ours]
             ratio = med[ours] / med[base]
-            rows.append((case, f"{mb:.2f}", ours, base, med[ours], med[base], med[ours] * mb, ratio, goal))
+            paired = statistics.median(o / b for o, b in zip(measures[ours], measures[base], strict=True))
+            rate, raw_rate = med[ours], med[base]
+            rows.append((case, f"{mb:.2f}", ours, base, rate, raw_rate, rate * mb, ratio, paired, goal))
     print(
         f"\n{'case':<5}{'MB/dp':>7}  {'ours':<8}{'baseline':<9}{'ours dp/s':>11}{'raw dp/s':>10}"
-        f"{'ours MB/s':>11}{'ratio':>8}{'goal':>6}"
+        f"{'ours MB/s':>11}{'ratio':>8}{'goal':>6}{'pairs':>7}"
     )
-    for case, mb, ours, base, r_ours, r_base, mbs, ratio, goal in rows:
+    for case, mb, ours, base, r_ours, r_base, mbs, ratio, paired, goal in rows:
         flag = "" if ratio >= goal else "  below goal"
         print(
             f"{case:<5}{mb:>7}  {ours:<8}{base:<9}{r_ours:>11.1f}{r_base:>10.1f}{mbs:>11.0f}{ratio:>8.2f}"
-            f"{goal:>6.2f}{flag}"
+            f"{goal:>6.2f}{paired:>7.2f}{flag}"
         )
     if lmdb is not None:
         par, seq = lmdb
@@ -312,14 +365,18 @@ def main() -> None:
             f"ratio {par / seq:.2f}"
         )
     if session is not None:
-        on, off, ratio = session
+        on, off, ratio, alone = session
         flag = "" if ratio >= SESSION_GOAL else "  below goal"
         print(
             f"session  server, exact-resume session {on:.1f} dp/s, not in one {off:.1f} dp/s (medians), "
-            f"median ratio of {2 * trials} pairs {ratio:.3f} (goal {SESSION_GOAL}){flag}"
+            f"median ratio of {2 * trials} pairs {ratio:.3f} (goal {SESSION_GOAL}){flag}; "
+            f"the pipeline alone {alone:.1f} dp/s"
         )
-    print(f"\n(best of {trials} interleaved trials each; machine: {os.cpu_count()} CPUs)")
-    for case, _, ours, base, r_ours, r_base, _, ratio, goal in rows:
+    print(
+        f"\n(ratio: of each one's best of {trials} interleaved trials; pairs: the median of the ratios "
+        f"within a round of trials; machine: {os.cpu_count()} CPUs)"
+    )
+    for case, _, ours, base, r_ours, r_base, _, ratio, _, goal in rows:
         result = {
             "benchmark": "dataflow_transport",
             "case": f"{case} {ours} vs {base}",
@@ -337,7 +394,7 @@ def main() -> None:
         result.update(baseline=round(seq, 1), unit="datapoints/s", ratio=round(par / seq, 3), goal=None)
         print("RESULT " + json.dumps(result))
     if session is not None:
-        on, off, ratio = session
+        on, off, ratio, _ = session
         result = {
             "benchmark": "dataflow_transport",
             "case": "b server in a session vs not",

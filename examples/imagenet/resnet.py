@@ -54,7 +54,7 @@ from towerpack.trainer import (
 )
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.run_summary import last_accuracy, train_and_summarize
-from towerpack.utils import placement
+from towerpack.utils.placement import placement
 
 #: depth -> (block kind, blocks per group)
 DEPTHS = {

@@ -13,7 +13,7 @@ import ast
 import enum
 import itertools
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -327,6 +327,152 @@ def forbidden_reach(graph, package: str, kinds: tuple, also: tuple = ("towerpack
     return bad
 
 
+DATAFLOW = "towerpack.dataflow"
+RUNS = (ImportKind.MODULE, ImportKind.FUNCTION)
+# The layers of towerpack.dataflow, each with the layers right below it: a module may import the
+# modules of its own layer and of every layer under it (at module level and inside functions). A
+# layer is a folder, but for resume/'s protocol modules: every stage implements or carries them, so
+# they sit below pipeline, while the rest of resume/ (positions, splits, ledger, tracker) drives the
+# stages from above it. The package itself and cli.py are the top: no layer imports them.
+DATAFLOW_LAYERS: dict[str, tuple[str, ...]] = {
+    "wire": (),
+    "resume.protocol": (),
+    "cli_error": (),
+    "pipeline": ("wire", "resume.protocol"),
+    "resume": ("pipeline",),
+    "parallel": ("resume",),
+    "formats": ("resume",),
+    "serve": ("parallel",),
+    "imgaug": ("pipeline",),
+    "dataset": ("formats",),
+    "image": ("dataset", "imgaug", "parallel", "cli_error"),
+}
+RESUME_PROTOCOL = ("protocol", "keys", "ranges")
+DATAFLOW_TOP = (DATAFLOW, f"{DATAFLOW}.cli")
+# Folders that keep the reference's package API (``from towerpack.dataflow.dataset import Mnist``):
+# their __init__ imports their modules. Every other folder's __init__ imports nothing, so importing
+# one module of it never runs the others (resume/'s protocol modules would otherwise pull in the
+# tracker, which imports pipeline back).
+API_FOLDERS = ("dataset", "imgaug")
+_IMAGE_DECODE = (
+    "datasets of image files decode with image/decode.py (inside a function, so cv2 loads when images "
+    "are read); decode sits below the datasets, the rest of image/ (recipes over ILSVRC12) above them"
+)
+# Imports that break the layers today, each with why it is there. The test fails when one of them
+# is gone, so the list only shrinks.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
+    (f"{DATAFLOW}.dataset.base", f"{DATAFLOW}.image.decode"): _IMAGE_DECODE,
+    (f"{DATAFLOW}.dataset.bsds500", f"{DATAFLOW}.image.decode"): _IMAGE_DECODE,
+}
+
+
+def dataflow_layer(module: str) -> str | None:
+    """The layer of a module of towerpack.dataflow (None: the top, above every layer)."""
+    if module in DATAFLOW_TOP:
+        return None
+    parts = module.split(".")
+    if parts[2] == "resume" and len(parts) > 3 and parts[3] in RESUME_PROTOCOL:
+        return "resume.protocol"
+    return parts[2]
+
+
+def layers_under(layer: str, path: tuple[str, ...] = ()) -> set[str]:
+    """Every layer below ``layer`` (DATAFLOW_LAYERS read down to the bottom)."""
+    if layer in path:
+        raise AssertionError(f"DATAFLOW_LAYERS has a cycle: {' -> '.join((*path, layer))}")
+    under: set[str] = set()
+    for lower in DATAFLOW_LAYERS[layer]:
+        under |= {lower, *layers_under(lower, (*path, layer))}
+    return under
+
+
+def location(graph: ImportGraph, imp: Import) -> str:
+    path = graph.files[imp.source]
+    return f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{imp.line}"
+
+
+def layer_violations(
+    graph: ImportGraph, exceptions: Mapping[tuple[str, str], str]
+) -> tuple[list[str], set[tuple[str, str]]]:
+    """The imports of towerpack.dataflow that reach a layer not below their own (file:line each), and
+    the listed exceptions met on the way. Only the imports written out are read: the folder package
+    an import runs first is checked by its own imports (outside the API folders it has none)."""
+    bad, excused = [], set()
+    for imp in graph.imports:
+        inside = _is_under(imp.source, [DATAFLOW]) and _is_under(imp.target, [DATAFLOW])
+        if imp.implied or imp.kind not in RUNS or not inside or imp.target not in graph.files:
+            continue
+        mine, theirs = dataflow_layer(imp.source), dataflow_layer(imp.target)
+        if mine is None or mine == theirs:
+            continue
+        if mine not in DATAFLOW_LAYERS:
+            bad.append(f"{location(graph, imp)}: {imp.source} is in no layer: add {mine} to DATAFLOW_LAYERS")
+        elif theirs is None or theirs not in layers_under(mine):
+            if (imp.source, imp.target) in exceptions:
+                excused.add((imp.source, imp.target))
+                continue
+            where = "" if imp.kind is ImportKind.MODULE else f" {imp.kind.value}"
+            bad.append(
+                f"{location(graph, imp)}: {imp.source} ({mine}) imports {imp.target} "
+                f"({theirs or 'the top'}){where}"
+            )
+    return sorted(set(bad)), excused
+
+
+def test_dataflow_keeps_its_layers(towerpack_graph):
+    """Each folder of towerpack.dataflow imports only the layers below it (DATAFLOW_LAYERS): the wire
+    nothing, pipeline the wire and resume's protocol, parallel and formats what pipeline stands on
+    and the rest of resume, serve also parallel, image the datasets, augmentors, formats and workers."""
+    bad, excused = layer_violations(towerpack_graph, LAYER_EXCEPTIONS)
+    assert not bad, "imports that break towerpack.dataflow's layers (DATAFLOW_LAYERS):\n" + "\n".join(bad)
+    gone = [f"{s} -> {t}" for s, t in sorted(set(LAYER_EXCEPTIONS) - excused)]
+    assert not gone, "LAYER_EXCEPTIONS lists imports the code no longer makes (remove them):\n" + "\n".join(
+        gone
+    )
+
+
+def test_dataflow_folders_import_nothing_when_imported(towerpack_graph):
+    """Importing a module of a folder first runs the folder's __init__: outside the API folders it
+    holds a docstring only."""
+    bad = [
+        f"{location(towerpack_graph, imp)}: {imp.source} imports {imp.target}"
+        for imp in towerpack_graph.imports
+        if _is_under(imp.source, [DATAFLOW])
+        and dataflow_layer(imp.source) not in (None, *API_FOLDERS)
+        and towerpack_graph.files[imp.source].name == "__init__.py"
+        and imp.target != "__future__"
+    ]
+    folders = {dataflow_layer(m) for m in towerpack_graph.files if _is_under(m, [DATAFLOW])}
+    assert {"pipeline", "resume", "wire"} <= folders
+    assert not bad, "folders of towerpack.dataflow whose __init__ imports:\n" + "\n".join(bad)
+
+
+def located_chain(graph: ImportGraph, seen: dict[str, str], end: str, kinds: Iterable[ImportKind]) -> str:
+    """``chain`` with the file:line of every import on it."""
+    path = [end]
+    while seen[path[-1]] != path[-1]:
+        path.append(seen[path[-1]])
+    path.reverse()
+    steps = [path[0]]
+    for source, target in itertools.pairwise(path):
+        steps.append(f"({location(graph, graph.where(source, target, kinds))}) -> {target}")
+    return " ".join(steps)
+
+
+HOST_HELPERS = ("towerpack.utils.placement", "towerpack.utils.hostlist")
+
+
+@pytest.mark.parametrize("package", ("towerpack.launcher", *HOST_HELPERS))
+def test_launcher_and_host_helpers_import_nothing_of_the_dataflow(towerpack_graph, package):
+    """The launcher reads Slurm host lists with towerpack.utils.hostlist and the trainer places
+    devices with towerpack.utils.placement: none of them loads the dataflow, not even in a function."""
+    start = [m for m in towerpack_graph.files if _is_under(m, [package])]
+    assert start, f"{package} is not in the graph"
+    seen = reachable(towerpack_graph.edges(RUNS), start)
+    bad = [located_chain(towerpack_graph, seen, m, RUNS) for m in seen if _is_under(m, [DATAFLOW])]
+    assert not bad, f"{package} imports towerpack.dataflow:\n" + "\n".join(sorted(bad))
+
+
 def test_graph_sees_every_package_and_real_edges(towerpack_graph):
     """The graph is not empty or blind: every package, known imports, TensorFlow from the trainer."""
     for p in NAMESPACES:
@@ -338,6 +484,7 @@ def test_graph_sees_every_package_and_real_edges(towerpack_graph):
     assert "towerpack.utils.logger" in edges["towerpack.trainer.logger"]
     lazy = towerpack_graph.edges((ImportKind.FUNCTION,), implied=False)
     assert "towerpack.dataflow.pipeline.seeding" in lazy["towerpack.utils.utils"]
+    assert "towerpack.utils.hostlist" in lazy["towerpack.launcher.slurm"]
     assert sum(len(v) for v in edges.values()) > 200
     compat = towerpack_graph.outside(["towerpack.trainer.compat"], [ImportKind.MODULE])
     assert any(_is_under(i.target, TENSORFLOW_MODULES) for i in compat)
@@ -405,6 +552,43 @@ def test_finder_reports_a_cycle_as_a_path(tmp_path):
         "  p.y (y.py:1) -> p.z",
         "  p.z (z.py:1) -> p.x",
     ]
+
+
+def test_layer_check_names_every_import_that_breaks_a_layer(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "towerpack/dataflow/__init__.py": "from .pipeline.base import DataFlow\n",
+            "towerpack/dataflow/cli.py": "from .serve.server import Server\nfrom .wire import codec\n",
+            "towerpack/dataflow/wire/__init__.py": "",
+            "towerpack/dataflow/wire/codec.py": "import zmq\n\nfrom ..pipeline.base import DataFlow\n",
+            "towerpack/dataflow/pipeline/__init__.py": "",
+            "towerpack/dataflow/pipeline/base.py": (
+                "from ..resume.protocol import Resumable\nfrom ..wire.codec import pack\n"
+                "def f():\n    from ..resume.tracker import Tracker\n"
+            ),
+            "towerpack/dataflow/pipeline/batch.py": "from .. import cli\nfrom ..dataset.base import D\n",
+            "towerpack/dataflow/resume/__init__.py": "",
+            "towerpack/dataflow/resume/protocol.py": "",
+            "towerpack/dataflow/resume/tracker.py": "from ..pipeline import base\nfrom .protocol import R\n",
+            "towerpack/dataflow/serve/__init__.py": "",
+            "towerpack/dataflow/serve/server.py": "from ..resume import tracker\nfrom ..wire import codec\n",
+            "towerpack/dataflow/dataset/__init__.py": "",
+            "towerpack/dataflow/dataset/base.py": "",
+        },
+    )
+    graph = build_graph([tmp_path])
+    pkg = "towerpack.dataflow"
+    listed = {(f"{pkg}.pipeline.batch", f"{pkg}.dataset.base"): "why", ("a", "b"): "gone"}
+    bad, excused = layer_violations(graph, listed)
+    assert excused == {(f"{pkg}.pipeline.batch", f"{pkg}.dataset.base")}
+    assert [line.split(": ", 1)[1] for line in bad] == [
+        f"{pkg}.pipeline.base (pipeline) imports {pkg}.resume.tracker (resume) inside a function",
+        f"{pkg}.pipeline.batch (pipeline) imports {pkg}.cli (the top)",
+        f"{pkg}.wire.codec (wire) imports {pkg}.pipeline.base (pipeline)",
+    ]
+    assert bad[1].startswith(f"{tmp_path}/towerpack/dataflow/pipeline/batch.py:1: ")
+    assert bad[2].startswith(f"{tmp_path}/towerpack/dataflow/wire/codec.py:3: ")
 
 
 if __name__ == "__main__":  # a quick look: import counts by kind, and the cycles

@@ -26,7 +26,8 @@ from towerpack.dataflow.pipeline.shard import ShardData
 from towerpack.dataflow.pipeline.sharding import Remainder, Shard
 from towerpack.dataflow.pipeline.sources import DataFromList, FakeData
 from towerpack.dataflow.pipeline.stream import FixedSizeData, LocallyShuffleData
-from towerpack.dataflow.resume.position import DataPosition, PositionUnsupportedError, round_robin_counts
+from towerpack.dataflow.resume.position import DataPosition, PositionUnsupportedError
+from towerpack.dataflow.resume.replay import round_robin_counts
 from towerpack.dataflow.resume.split import Units, leftover_runs, unit_runs
 from towerpack.dataflow.resume.tracker import PositionMode, PositionTracker
 from towerpack.dataflow.serve.remote import RemoteDataZMQ

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from towerpack.dataflow import BatchData
 from towerpack.dataflow.dataset.base import ArrayDataset
-from towerpack.dataflow.resume.tags import split_keys, unpack_keys
+from towerpack.dataflow.resume.keys import split_keys
+from towerpack.dataflow.resume.tags import unpack_keys
 from towerpack.trainer import Callback, ModelDesc, TrainConfig, launch_train_with_config
 from towerpack.trainer.compat import tf, tfv1
 from towerpack.trainer.default_trainer import default_trainer

@@ -20,8 +20,8 @@ import pytest
 
 from support.procs import free_port, wait_for
 from towerpack.dataflow import BatchData, DataServer, IndexedList, Ledger, RemoteDataZMQ
+from towerpack.dataflow.resume.keys import as_keys, split_keys
 from towerpack.dataflow.resume.position import DataPosition
-from towerpack.dataflow.resume.tags import as_keys, split_keys
 from towerpack.dataflow.serve.session import ConsumerSession, Session, decode_taken, encode_taken
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,7 +66,7 @@ def take(c: RemoteDataZMQ, n: int) -> tuple[list[int], np.ndarray]:
     for _ in range(n):
         dp = next(it)
         ids += np.ravel(dp[0]).tolist()
-        keys.append(as_keys(c._tag))
+        keys.append(as_keys(c.position_tag))
     return ids, np.concatenate(keys)
 
 
@@ -108,7 +108,7 @@ def take_until(
     deadline = time.monotonic() + most_s
     while time.monotonic() < deadline:
         next(it)
-        keys.append(as_keys(c._tag))
+        keys.append(as_keys(c.position_tag))
         if done(np.concatenate(keys)):
             return np.concatenate(keys)
         time.sleep(0.002)
@@ -138,13 +138,13 @@ def test_a_restarted_server_serves_what_its_consumers_had_not_received():
 PRINTING_CONSUMER = """
 import sys
 from towerpack.dataflow import RemoteDataZMQ
-from towerpack.dataflow.resume.tags import as_keys
+from towerpack.dataflow.resume.keys import as_keys
 c = RemoteDataZMQ(sys.argv[1], hwm=4, timeout=30, heartbeat=1.0)
 c.start_session(None, 0, 1)
 c.set_session_key((4, 4))
 c.reset_state()
 for dp in c:
-    print(" ".join(str(k) for k in as_keys(c._tag).tolist()), flush=True)
+    print(" ".join(str(k) for k in as_keys(c.position_tag).tolist()), flush=True)
 """
 
 

@@ -27,10 +27,12 @@ from towerpack.dataflow import (
     MultiThreadRunner,
 )
 from towerpack.dataflow.pipeline.sharding import Remainder, Shard
+from towerpack.dataflow.resume.keys import KEY_SHIFT, keys_of, split_keys
 from towerpack.dataflow.resume.ledger import Ledger
 from towerpack.dataflow.resume.position import DataPosition
+from towerpack.dataflow.resume.ranges import runs_of
 from towerpack.dataflow.resume.split import Units, dropped_positions, fixed_runs, leftover_runs
-from towerpack.dataflow.resume.tags import KEY_SHIFT, keys_of, pack_keys, runs_of, split_keys, unpack_keys
+from towerpack.dataflow.resume.tags import pack_keys, unpack_keys
 from towerpack.dataflow.resume.tracker import PositionMode, PositionTracker
 
 #: Datapoints are ``[id, data epoch]``.
@@ -78,7 +80,7 @@ def run_job(make: Callable[[int, int], Any], world: int, start: DataPosition | N
         for df in dfs:
             df.reset_state()
         for df, t in zip(dfs, trackers, strict=True):
-            got = [(dp, df._tag) for dp in itertools.islice(t.iterate(), count)]
+            got = [(dp, df.position_tag) for dp in itertools.islice(t.iterate(), count)]
             ledger.add(t.trained_keys(len(got)))
             out.append(got)
     finally:

@@ -24,9 +24,9 @@ from towerpack.dataflow.image.lmdb_recipe import image_lmdb_dataflow, pack_image
 from towerpack.dataflow.imgaug.base import AugmentorList
 from towerpack.dataflow.imgaug.misc import Resize
 from towerpack.dataflow.parallel.process import START_METHOD_VAR
+from towerpack.dataflow.resume.keys import as_keys, split_keys
 from towerpack.dataflow.resume.ledger import Ledger
 from towerpack.dataflow.resume.position import DataPosition
-from towerpack.dataflow.resume.tags import as_keys, split_keys
 from towerpack.dataflow.resume.tracker import PositionMode, PositionTracker
 
 CLASSES = 4
@@ -161,7 +161,7 @@ def _tracked_run(photos: Photos, df, position: DataPosition | None, count: int):
     with df:
         df.reset_state()
         for images, _ in itertools.islice(tracker.iterate(), count):
-            epochs, _ = split_keys(as_keys(df._tag))
+            epochs, _ = split_keys(as_keys(df.position_tag))
             assert len(epochs) == len(images)  # one key per image: nothing dropped
             read += [(e, photos.image_id(img)) for e, img in zip(epochs.tolist(), images, strict=True)]
         ledger = Ledger(position, tracker.size)

@@ -86,7 +86,7 @@ _LAZY = {
     "AugmentImageComponents": ".image.dataflows",
     "AugmentImageCoordinates": ".image.dataflows",
     "ImageFromFile": ".image.dataflows",
-    "IndexedList": ".pipeline.indexed_list",  # an IndexedDataset: loads the dataset package
+    "IndexedList": ".dataset.indexed_list",  # an IndexedDataset: loads the dataset package
 }
 
 

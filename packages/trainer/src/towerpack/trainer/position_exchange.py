@@ -48,7 +48,8 @@ import uuid
 
 import numpy as np
 
-from towerpack.dataflow.resume.tags import pack_keys, split_keys, unpack_keys
+from towerpack.dataflow.resume.keys import split_keys
+from towerpack.dataflow.resume.tags import pack_keys, unpack_keys
 
 from . import logger
 from .callback import Callback

@@ -75,11 +75,10 @@ class ResumeRecord:
     data_follows_epochs: bool
 
     def to_json(self) -> dict[str, Any]:
-        data = self.data.to_json()
         return {
             "format": _FORMAT,
             "trainer": asdict(self.trainer),
-            "data": json.loads(data) if isinstance(data, str) else data,
+            "data": self.data.to_dict(),
             "datapoints_per_step": self.datapoints_per_step,
             "world_size": self.world_size,
             "data_follows_epochs": self.data_follows_epochs,
@@ -95,7 +94,7 @@ class ResumeRecord:
         try:
             return cls(
                 trainer=TrainerPosition(**{k: int(v) for k, v in obj["trainer"].items()}),
-                data=DataPosition.from_json(json.dumps(obj["data"])),
+                data=DataPosition.from_dict(obj["data"]),
                 datapoints_per_step=int(obj["datapoints_per_step"]),
                 world_size=int(obj["world_size"]),
                 data_follows_epochs=bool(obj["data_follows_epochs"]),
@@ -149,7 +148,6 @@ class PositionKeeper:
         self.source = None
         #: Tag mode with several ranks: the job's items, added up step by step on every rank.
         self.ledger: Ledger | None = None
-        self._start: DataPosition | None = None
 
     @classmethod
     def for_trainer(cls, trainer) -> PositionKeeper:
@@ -184,7 +182,6 @@ class PositionKeeper:
         """Start the tracker at ``position`` (before the DataFlow is reset) and the input source
         reading through it."""
         self.tracker.start(position, self.mode)
-        self._start = position
         if self.mode is PositionMode.TAGS:
             self.ledger = Ledger(position, self.tracker.size)
             follow = getattr(self.source, "follow_positions", None)
@@ -194,11 +191,6 @@ class PositionKeeper:
                     "datapoints it reads; use FeedInput, QueueInput or ZMQInput"
                 )
             follow(self.tracker)
-
-    @property
-    def base_epoch(self) -> int:
-        """The epoch the run started in (tags of earlier ones are done)."""
-        return self._start.epoch if self._start is not None else 1
 
     def datapoints_per_epoch(self) -> int | None:
         return self.tracker.datapoints_per_epoch()

@@ -13,6 +13,8 @@ import math
 import numbers
 import sys
 
+import numpy as np  # noqa: F401  (the reference's module gave `np` and `tf` to old star imports)
+
 from .compat import tf, tfv1
 from .legacy import symbolic as _legacy
 from .legacy.symbolic import *  # noqa: F403

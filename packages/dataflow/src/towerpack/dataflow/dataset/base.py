@@ -20,8 +20,8 @@ import numpy as np
 
 from ..pipeline.base import DataFlow, _new_seed
 from ..pipeline.sharding import Remainder, SelfSharding, Shard
-from ..resume.position import PositionSource
-from ..resume.tags import join, keys_of
+from ..resume.keys import join, keys_of
+from ..resume.source import PositionSource
 from .files import Split
 
 __all__ = ["DEFAULT_SEED", "ArrayDataset", "IndexedDataset", "LabelledImageFiles", "read_labelled_image"]
@@ -119,7 +119,7 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
             yield from self._iter_tagged(self._epoch)
             return
         indices = self.epoch_indices(self._epoch)
-        self._items_read = len(indices)
+        self.items_read = len(indices)
         for i in indices.tolist():
             yield self._get(i)
 
@@ -133,11 +133,11 @@ class IndexedDataset(PositionSource, SelfSharding, DataFlow):
         get, pending = self._get, self._take_pending(epoch)
         if pending is not None:
             for key, index in pairs:  # the first item takes the keys passed over
-                self._tag, pending = join(pending, key), None
+                self.position_tag, pending = join(pending, key), None
                 yield get(index)
                 break
         for key, index in pairs:
-            self._tag = key
+            self.position_tag = key
             yield get(index)
         self._skipped = join(self._skipped, pending)  # an empty pass: the next item takes them
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..dataset.base import IndexedDataset
+from .base import IndexedDataset
 
 __all__ = ["IndexedList"]
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..pipeline.base import DataFlow
 from ..pipeline.sharding import Remainder, SelfSharding, Shard
-from ..resume.position import PositionSource
+from ..resume.source import PositionSource
 
 __all__ = ["BLOCK_SIZE", "SHUFFLE_BUFFER", "DatasetReader"]
 
@@ -128,7 +128,7 @@ class DatasetReader(PositionSource, SelfSharding, DataFlow):
             raise RuntimeError(f"{type(self).__name__}: call reset_state() before iterating")
         self._epoch += 1
         runs = self.record_runs(self._epoch)
-        self._items_read = sum(stop - start for start, stop in runs)
+        self.items_read = sum(stop - start for start, stop in runs)
         records = (r for start, stop in runs for r in self._read_run(start, stop))
         if self._tagging:  # the records in pairs with their positions (PositionTracker's tag mode)
             pieces = self._epoch_runs(self._count(), self._consumed(self._epoch))
@@ -141,7 +141,7 @@ class DatasetReader(PositionSource, SelfSharding, DataFlow):
     def _buffer_rng(self, epoch: int, shard: Shard) -> np.random.Generator:
         return np.random.default_rng((self.seed, epoch, shard.rank, shard.worker, 1))
 
-    def _emitted_positions(self, epoch: int, shard: Shard, runs: list[range], count: int) -> list[int]:
+    def emitted_positions(self, epoch: int, shard: Shard, runs: list[range], count: int) -> list[int]:
         """The order positions of the first ``count`` records yielded when reading ``runs``."""
         positions = [p for r in runs for p in r]
         if not self.shuffle:

@@ -111,9 +111,9 @@ class TFRecordSerializer:
         have that reported.
         """
         df = TFRecordRecords(path, shuffle, allow_pickle=allow_pickle, **options)
-        if size is not None and size != df._count():
+        if size is not None and size != df.epoch_size():
             raise DatasetFormatError(
-                f"TFRecordSerializer.load: {os.fspath(path)} holds {df._count()} records, not {size}"
+                f"TFRecordSerializer.load: {os.fspath(path)} holds {df.epoch_size()} records, not {size}"
             )
         return df
 

@@ -4,7 +4,7 @@ An augmentor's ``get_transform(img)`` draws its random parameters from ``img`` a
 deterministic transform, which applies the same change to the image (``apply_image``), to
 coordinates (``apply_coords``) or to masks. ``augment(img)`` does both at once. Submodules hold
 one family each; less common names (``WarpAffineTransform``, ``GaussianDeform``, ...) are imported
-from their submodule.
+from their submodule. Read :mod:`.base` (the augmentor protocol) and :mod:`.transform` first.
 """
 
 from __future__ import annotations

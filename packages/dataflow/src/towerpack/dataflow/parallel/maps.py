@@ -20,7 +20,8 @@ import zmq
 from ..pipeline.base import DataFlow, DataFlowReentrantGuard, LengthUnknownError, ProxyDataFlow, dataflow_len
 from ..pipeline.batch import aggregate_batch
 from ..pipeline.stream import repeat_forever
-from ..resume.tags import join, join_all
+from ..resume.keys import join, join_all
+from ..resume.protocol import Batch, Step
 from ..wire import control
 from ..wire.codec import DEFAULT_LIMITS, WireLimits, decode, encode, set_receive_limit
 from ..wire.control import NoResult
@@ -134,10 +135,12 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._source: Iterator[Any] | None = None
 
     #: Tag mode (see :mod:`towerpack.dataflow.resume.tags`): tasks and results travel with their tags.
-    _tagging = False
-    _tag: Any = None
     _skipped: Any = None
-    _empty_passes: int | bool = False
+
+    def resume_step(self) -> Step:
+        why = f"{type(self).__name__} (results in completion order)"
+        uncounted = None if self.strict else why
+        return Step(inputs=(self.ds,), unordered=why, uncounted=uncounted, repeats=not self.strict)
 
     def reset_state(self) -> None:
         hwm = self.buffer_size + 10
@@ -147,12 +150,13 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._tasks = self._socket(zmq.PUSH)
         self._tasks.setsockopt(zmq.SNDHWM, hwm)
         self._tasks.bind(task_addr)
-        args = (self.map_func, task_addr, inbox.addrs[0], hwm, self.allow_pickle, self.limits, self._tagging)
+        tags = self._track.tags
+        args = (self.map_func, task_addr, inbox.addrs[0], hwm, self.allow_pickle, self.limits, tags)
         self._start_workers(_map_worker, [args] * self.num_proc)
 
     def _result(self, msg: Any) -> Any:
         """A received result as the caller sees it (None: no result), its tag kept in tag mode."""
-        if not self._tagging:
+        if not self._track.tags:
             return None if isinstance(msg, NoResult) else msg
         if len(msg) == 1:
             self._skipped = join(self._skipped, msg[0])
@@ -160,12 +164,12 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         tag, out = msg
         if self._skipped is not None:
             tag, self._skipped = join(self._skipped, tag), None
-        self._tag = tag
+        self.position_tag = tag
         return out
 
     def _send(self, dp: Any) -> None:
-        if self._tagging:
-            dp = [self.ds._tag, dp]
+        if self._track.tags:
+            dp = [self.ds.position_tag, dp]
         frames = encode(dp, self.allow_pickle)
         while not self._tasks.poll(200, zmq.POLLOUT):
             for i, p in enumerate(self._group.procs):
@@ -207,7 +211,7 @@ class MultiProcessMapDataZMQ(WorkerGroupOwner, ProxyDataFlow):
 
     def _iter_loose(self) -> Iterator[Any]:
         if self._source is None:
-            self._source = repeat_forever(self.ds, allow_empty=self._empty_passes)
+            self._source = repeat_forever(self.ds, allow_empty=self._track.empty_passes)
         size = dataflow_len(self.ds)
         produced = 0
         while size is None or produced < size:
@@ -238,7 +242,7 @@ def _dispatcher(
     try:
         ds.reset_state()
         for dp in repeat_forever(ds, allow_empty=empty_passes):  # tag mode: tasks are [tag, datapoint]
-            worker_send(tasks, encode([ds._tag, dp] if tagging else dp, allow_pickle), watch)
+            worker_send(tasks, encode([ds.position_tag, dp] if tagging else dp, allow_pickle), watch)
     except Exception:
         report = ctx.socket(zmq.PUSH)  # errors go where the parent reads
         report.connect(result_addr)
@@ -344,9 +348,12 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
         self._configure_workers(start_method, allow_pickle, limits, stall_warning)
 
     #: Tag mode (see :mod:`towerpack.dataflow.resume.tags`): a batch comes with its items' tags.
-    _tagging = False
-    _tag: Any = None
-    _empty_passes: int | bool = False
+
+    def resume_step(self) -> Step:
+        why = f"{type(self).__name__} (endless, batches in completion order)"
+        return Step(
+            inputs=(self.ds,), batch=Batch(self.batch_size, False), unordered=why, uncounted=why, repeats=True
+        )
 
     def __len__(self) -> int:
         raise LengthUnknownError("MultiProcessMapAndBatchDataZMQ is endless and has no length")
@@ -354,7 +361,8 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
     def reset_state(self) -> None:
         inbox = self._open_inbox(1, 4, "mapbatch-result")
         common = (self.ds, self.map_func, self.batch_size, ipc_address("mapbatch-task"), inbox.addrs[0])
-        args = (*common, self.buffer_size, self.allow_pickle, self.limits, self._tagging, self._empty_passes)
+        track = self._track
+        args = (*common, self.buffer_size, self.allow_pickle, self.limits, track.tags, track.empty_passes)
         self._start_workers(_map_batch_process, [args] * (self.num_proc + 1))
 
     def __iter__(self) -> Iterator[Any]:
@@ -363,8 +371,8 @@ class MultiProcessMapAndBatchDataZMQ(WorkerGroupOwner, ProxyDataFlow):
                 _, msg = self._inbox.recv()
                 if isinstance(msg, control.Message):
                     continue
-                if self._tagging:
-                    self._tag, msg = msg
+                if self._track.tags:
+                    self.position_tag, msg = msg
                 yield msg
 
 
@@ -401,9 +409,10 @@ class MultiThreadMapData(ProxyDataFlow):
         self._pending: deque[Future] = deque()
 
     #: Tag mode (see :mod:`towerpack.dataflow.resume.tags`): results keep their input's tag.
-    _tagging = False
-    _tag: Any = None
     _skipped: Any = None
+
+    def resume_step(self) -> Step:
+        return Step(inputs=(self.ds,))  # keeps its input's order
 
     def reset_state(self) -> None:
         super().reset_state()
@@ -418,13 +427,13 @@ class MultiThreadMapData(ProxyDataFlow):
             self._stall.restart()  # as in MultiProcessRunnerZMQ
             self._pending = pending = deque()
             tags: deque[Any] = deque()  # tag mode: the tag of each pending call
-            tagging, src = self._tagging, self.ds
+            tagging, src = self._track.tags, self.ds
             try:
                 for dp in itertools.chain(self.ds, [None]):
                     if dp is not None:
                         pending.append(self._pool.submit(self.map_func, dp))
                         if tagging:
-                            tags.append(src._tag)
+                            tags.append(src.position_tag)
                     while pending and (len(pending) >= self.buffer_size or dp is None):
                         out = self._result(pending[0])
                         pending.popleft()
@@ -434,7 +443,7 @@ class MultiThreadMapData(ProxyDataFlow):
                             self._skipped = join(self._skipped, tag)
                             continue
                         if tagging:
-                            self._tag, self._skipped = join(self._skipped, tag), None
+                            self.position_tag, self._skipped = join(self._skipped, tag), None
                         yield out
             finally:
                 for f in pending:

@@ -34,14 +34,15 @@ import zmq
 
 from ..pipeline.base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow, dataflow_len
 from ..pipeline.sharding import WorkerInfo, set_worker_info
-from ..pipeline.stream import mixes_passes, repeat_forever
-from ..resume.position import Tracking
+from ..pipeline.stream import repeat_forever
+from ..resume.protocol import Step, StepKind, TrackMode
+from ..resume.replay import Tracking
 from ..wire import control
 from ..wire.codec import DEFAULT_LIMITS, WireLimits, encode
 from ..wire.control import EpochEnd, WorkerStarted
+from .merge import Merge, MergeKind
 from .process import ParentWatch
 from .stall import StallWatch, stall_warning_after
-from .worker_shares import check_worker_shares
 from .workers import WorkerGroupOwner, report_worker_error, worker_send
 
 __all__ = [
@@ -76,7 +77,7 @@ def _worker_stream(
     stream = repeat_forever(ds, mark_epochs=True, allow_empty=length == 0 or tracked)
     if tagging:
         for item in stream:
-            yield item if type(item) is EpochEnd else [ds._tag, item]
+            yield item if type(item) is EpochEnd else [ds.position_tag, item]
         return
     if tracking is None:
         yield from stream
@@ -88,64 +89,6 @@ def _worker_stream(
             produced = -1
         produced += 1
         yield item
-
-
-class _RoundRobin:
-    """The strict round-robin merge of tracking mode: whose turn it is, and who has ended the epoch."""
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.active = list(range(count))
-        self.turn = 0
-
-    def current(self) -> int:
-        return self.active[self.turn]
-
-    def took(self) -> None:
-        """The current worker gave a datapoint: the next one's turn."""
-        self.turn = (self.turn + 1) % len(self.active)
-
-    def ended(self) -> bool:
-        """The current worker ended its pass; True when that ends the epoch (and starts the next)."""
-        del self.active[self.turn]
-        if not self.active:
-            self.active, self.turn = list(range(self.count)), 0
-            return True
-        self.turn %= len(self.active)
-        return False
-
-
-class _Epochs:
-    """Which workers are still in the current exact epoch."""
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.active = list(range(count))
-
-    def end(self, index: int) -> bool:
-        """Worker ``index`` finished its pass; True when that completes the epoch."""
-        self.active.remove(index)
-        if self.active:
-            return False
-        self.active = list(range(self.count))
-        return True
-
-
-def exact_epochs(parent_length: int | None, worker_lengths: list[int | None]) -> bool:
-    """Whether the workers' passes make up one epoch of the input (see the module docstring)."""
-    if parent_length is None or any(n is None for n in worker_lengths):
-        return False
-    return sum(worker_lengths) == parent_length
-
-
-def plan_epochs(runner: str, ds: DataFlow, worker_lengths: list[int | None], tracking: bool) -> bool:
-    """What a runner decides once its workers have reported their lengths: whether epochs are exact.
-
-    Raises ``ValueError`` when no worker would ever send a datapoint (see :func:`check_worker_shares`).
-    """
-    if not tracking:  # a tracked resume may start with workers whose part of the epoch is done
-        check_worker_shares(runner, ds, worker_lengths)
-    return exact_epochs(dataflow_len(ds), worker_lengths) and not mixes_passes(ds)
 
 
 def _runner_worker(
@@ -220,32 +163,30 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
         self.num_proc = num_proc
         self.hwm = max(1, int(hwm))
         self._configure_workers(start_method, allow_pickle, limits, stall_warning)
-        self._exact: bool | None = None
         self._start_error: ValueError | None = None  # the workers' shares cannot work (raised again)
-        self._epochs = _Epochs(num_proc)
-        #: An iteration stopped before its epoch's end (e.g. after exactly ``len`` datapoints).
-        self._epoch_open = False
-        #: Set by a PositionTracker before reset_state: merge the workers strictly round-robin (replay),
-        #: or pass on the tags that come with the datapoints (tag mode).
-        self._tracking: Tracking | None = None
-        self._tagging = False
-        self._tag: Any = None
-        self._turns = _RoundRobin(num_proc)
+        self._merge = Merge(num_proc)
+
+    def resume_step(self) -> Step:
+        return Step(StepKind.RUNNER, inputs=(self.ds,), workers=self.num_proc)
 
     def reset_state(self) -> None:
         inbox = self._open_inbox(self.num_proc, self.hwm, "runner")
-        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle, self._tracking, self._tagging)
+        args = (self.ds, inbox.addrs, self.hwm, self.allow_pickle, self._track.replay, self._track.tags)
         self._start_workers(_runner_worker, [args] * self.num_proc)
 
     def __len__(self) -> int:
         return len(self.ds)
 
+    def track(self, mode: TrackMode) -> None:
+        super().track(mode)
+        self._merge.track(mode)
+
     @property
     def exact(self) -> bool:
         """Whether epochs are exact (the workers split the input); known after the first iteration."""
-        if self._exact is None:
+        if self._merge.kind is None:
             self._handshake()
-        return bool(self._exact)
+        return self._merge.kind is MergeKind.EXACT
 
     def _handshake(self) -> None:
         if self._start_error is not None:
@@ -256,66 +197,21 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
             if not isinstance(msg, WorkerStarted):
                 raise DataFlowTerminated(f"{type(self).__name__}: worker {i} did not start as expected")
             lengths.append(msg.length)
-        tracked = self._tracking is not None or self._tagging
         try:
-            self._exact = plan_epochs(type(self).__name__, self.ds, lengths, tracked)
+            self._merge.decide(type(self).__name__, self.ds, lengths)
         except ValueError as e:
             self._start_error = e
             self.close()  # the workers have nothing to send
             raise
 
-    def _exact_epoch(self) -> Iterator[Any]:
-        """The datapoints until every worker has ended its pass (see the module docstring)."""
-        self._epoch_open = True
-        epochs, recv, tagging = self._epochs, self._inbox.recv, self._tagging
-        while True:
-            i, msg = recv(epochs.active)
-            if isinstance(msg, control.Message):
-                if isinstance(msg, EpochEnd) and epochs.end(i):
-                    self._epoch_open = False
-                    return
-                continue
-            if tagging:
-                self._tag, msg = msg
-            yield msg
-
-    def _round_robin_epoch(self) -> Iterator[Any]:
-        """The rest of the current epoch, the workers' datapoints taken strictly in turn."""
-        turns, recv = self._turns, self._inbox.recv
-        while True:
-            _, msg = recv([turns.current()])
-            if isinstance(msg, control.Message):
-                if isinstance(msg, EpochEnd) and turns.ended():
-                    return
-                continue
-            turns.took()
-            yield msg
-
     def __iter__(self) -> Iterator[Any]:
         with self._iterating():
-            if self._exact is None:
+            merge = self._merge
+            if merge.kind is None:
                 self._handshake()
-            recv = self._inbox.recv
-            if self._tracking is not None:
-                yield from self._round_robin_epoch()
-                return
-            if self._exact:
-                if self._epoch_open and not self._tagging:
-                    for _ in self._exact_epoch():  # what the last, abandoned iteration left of its epoch
-                        pass
-                yield from self._exact_epoch()  # (tag mode: an abandoned epoch is continued)
-                return
-            size = dataflow_len(self.ds)
-            produced = 0
-            tagging = self._tagging
-            while size is None or produced < size:
-                _, msg = recv()
-                if isinstance(msg, control.Message):
-                    continue
-                produced += 1
-                if tagging:
-                    self._tag, msg = msg
-                yield msg
+            for dp in merge.epoch(self._inbox.recv):
+                self.position_tag = merge.tag
+                yield dp
 
 
 class MultiProcessRunner(MultiProcessRunnerZMQ):
@@ -365,16 +261,19 @@ class MultiThreadRunner(DataFlow):
         self._permits = [threading.Semaphore(0) for _ in range(num_thread)]
         self._threads: list[threading.Thread] = []
         self._guard = DataFlowReentrantGuard()
-        self._exact: bool | None = None
-        self._epochs = _Epochs(num_thread)
-        self._epoch_open = False  # as in MultiProcessRunnerZMQ
-        self._held: list[list[Any]] = [[] for _ in range(num_thread)]
-        self._tracking: Tracking | None = None  # as in MultiProcessRunnerZMQ
-        self._tagging = False
-        self._tag: Any = None
-        self._turns = _RoundRobin(num_thread)
+        self._merge = Merge(num_thread)
+        self._held: list[list[Any]] = [[] for _ in range(num_thread)]  # what came before the handshake
         self._num_prefetch = num_prefetch
         self._queues: list[queue.Queue] = []  # one per thread in tracking mode
+
+    @property
+    def started(self) -> bool:
+        """Whether its threads were started (``reset_state`` ran)."""
+        return bool(self._threads)
+
+    def resume_step(self) -> Step:
+        # One pipeline per thread: each copy's source continues the position.
+        return Step(StepKind.RUNNER, inputs=tuple(self.dfs), workers=self.num_thread)
 
     def __len__(self) -> int:
         return len(self.dfs[0])
@@ -392,12 +291,12 @@ class MultiThreadRunner(DataFlow):
     def _run(self, index: int) -> None:
         try:
             stream = _worker_stream(
-                self.dfs[index], index, self.num_thread, True, self._tracking, self._tagging
+                self.dfs[index], index, self.num_thread, True, self._track.replay, self._track.tags
             )
             for item in stream:
                 if not self._put((index, item)):
                     return
-                if isinstance(item, EpochEnd) and self._tracking is None:  # wait for the other threads
+                if isinstance(item, EpochEnd) and self._track.replay is None:  # wait for the other threads
                     while not self._permits[index].acquire(timeout=0.2):
                         if self._stop.is_set():
                             return
@@ -407,7 +306,7 @@ class MultiThreadRunner(DataFlow):
     def reset_state(self) -> None:
         if self._threads:
             raise RuntimeError("MultiThreadRunner.reset_state() was already called")
-        if self._tracking is not None:
+        if self._track.replay is not None:
             size = max(1, self._num_prefetch // self.num_thread)
             self._queues = [queue.Queue(maxsize=size) for _ in range(self.num_thread)]
         for i in range(self.num_thread):
@@ -438,27 +337,22 @@ class MultiThreadRunner(DataFlow):
             raise RuntimeError(f"MultiThreadRunner: thread {index} failed: {item.error!r}") from item.error
         return index, item
 
-    def _release(self) -> None:
-        for p in self._permits:
-            p.release()
+    def track(self, mode: TrackMode) -> None:
+        super().track(mode)
+        self._merge.track(mode)
 
     def __iter__(self) -> Iterator[Any]:
         if not self._threads:
             raise RuntimeError("MultiThreadRunner: call reset_state() before iterating")
         with self._guard:
             self._stall.restart()  # as in MultiProcessRunnerZMQ
-            if self._tracking is not None:
-                yield from self._iter_round_robin()
-                return
-            if self._exact is None:
+            merge = self._merge
+            if merge.kind is None:
                 self._handshake()
-            if self._exact:
-                if self._epoch_open and not self._tagging:
-                    for _ in self._iter_exact():  # what the last, abandoned iteration left of its epoch
-                        pass
-                yield from self._iter_exact()  # (tag mode: an abandoned epoch is continued)
-            else:
-                yield from self._iter_free()
+            hooks = {"on_pass_end": self._let_on, "on_epoch_end": self._release}
+            for dp in merge.epoch(self._next_message, **hooks):
+                self.position_tag = merge.tag
+                yield dp
 
     def _handshake(self) -> None:
         if self._start_error is not None:
@@ -473,64 +367,29 @@ class MultiThreadRunner(DataFlow):
             else:
                 self._held[index].append(item)
         try:
-            self._exact = plan_epochs(type(self).__name__, self.dfs[0], lengths, self._tagging)
+            self._merge.decide(type(self).__name__, self.dfs[0], lengths)
         except ValueError as e:
             self._start_error = e
             self.close()
             raise
 
-    def _items(self) -> Iterator[tuple[int, Any]]:
+    def _next_message(self, wanted: list[int] | None) -> tuple[int, Any]:
+        """The next ``(thread, item)``: from that thread's queue when replaying (one thread wanted),
+        else what came before the handshake, then the shared queue (threads that ended their pass wait
+        for a permit, so the exact merge need not choose)."""
+        if self._queues:
+            return self._get(wanted[0])
         for index, held in enumerate(self._held):
-            while held:
-                yield index, held.pop(0)
-        while True:
-            yield self._get()
+            if held:
+                return index, held.pop(0)
+        return self._get()
 
-    def _iter_exact(self) -> Iterator[Any]:
-        self._epoch_open = True
-        tagging = self._tagging
-        for index, item in self._items():
-            if isinstance(item, WorkerStarted):
-                continue
-            if isinstance(item, EpochEnd):
-                if self._epochs.end(index):
-                    self._epoch_open = False
-                    self._release()
-                    return
-                continue
-            if tagging:
-                self._tag, item = item
-            yield item
+    def _let_on(self, index: int) -> None:
+        self._permits[index].release()
 
-    def _iter_round_robin(self) -> Iterator[Any]:
-        """As :meth:`MultiProcessRunnerZMQ._round_robin_epoch`, from one queue per thread."""
-        turns = self._turns
-        while True:
-            _, item = self._get(turns.current())
-            if isinstance(item, WorkerStarted):
-                continue
-            if isinstance(item, EpochEnd):
-                if turns.ended():
-                    return
-                continue
-            turns.took()
-            yield item
-
-    def _iter_free(self) -> Iterator[Any]:
-        size = dataflow_len(self.dfs[0])
-        produced = 0
-        items = self._items()
-        while size is None or produced < size:
-            index, item = next(items)
-            if isinstance(item, EpochEnd):
-                self._permits[index].release()
-                continue
-            if isinstance(item, WorkerStarted):
-                continue
-            produced += 1
-            if self._tagging:
-                self._tag, item = item
-            yield item
+    def _release(self) -> None:
+        for p in self._permits:
+            p.release()
 
     def close(self) -> None:
         """Stop the threads (they are daemons either way)."""

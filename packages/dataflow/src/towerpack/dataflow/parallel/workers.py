@@ -284,6 +284,12 @@ class WorkerGroupOwner:
     """
 
     _group: WorkerGroup | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether its workers were started (``reset_state`` ran)."""
+        return self._group is not None
+
     _finalizer: weakref.finalize | None = None
 
     def _configure_workers(

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ..resume.protocol import Resumable
+
 __all__ = [
     "DataFlow",
     "DataFlowReentrantGuard",
@@ -59,7 +61,7 @@ class DataFlowReentrantGuard:
         self._lock.release()
 
 
-class DataFlow:
+class DataFlow(Resumable):
     """Base class of all dataflows.
 
     A datapoint is a list (or tuple or dict) of components, usually numpy arrays. Call

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..resume.tags import join, join_all
+from ..resume.keys import join, join_all
+from ..resume.protocol import Batch, Step
 from .base import DataFlow, ProxyDataFlow
 
 __all__ = ["BatchData", "BatchDataByShape", "aggregate_batch"]
@@ -69,8 +70,6 @@ class BatchData(ProxyDataFlow):
     """
 
     #: Tag mode (see :mod:`towerpack.dataflow.resume.tags`): as :class:`~towerpack.dataflow.MapData`'s.
-    _tagging = False
-    _tag: Any = None
     _skipped: Any = None
 
     def __init__(
@@ -83,13 +82,16 @@ class BatchData(ProxyDataFlow):
         self.remainder = remainder
         self.use_list = use_list
 
+    def resume_step(self) -> Step:
+        return Step(inputs=(self.ds,), batch=Batch(self.batch_size, bool(self.remainder)))
+
     def __len__(self) -> int:
         n = len(self.ds)
         full, rest = divmod(n, self.batch_size)
         return full + int(self.remainder and rest > 0)
 
     def __iter__(self) -> Iterator[Any]:
-        if self._tagging:
+        if self._track.tags:
             yield from self._iter_tagged()
             return
         holder: list[Any] = []
@@ -107,14 +109,14 @@ class BatchData(ProxyDataFlow):
         holder: list[Any] = []
         tags: list[Any] = []
         for dp in src:
-            tags.append(src._tag)
+            tags.append(src.position_tag)
             holder.append(dp)
             if len(holder) == size:
-                self._tag = self._keys(tags)
+                self.position_tag = self._keys(tags)
                 yield self._aggregate(holder)
                 holder, tags = [], []
         if holder and self.remainder:
-            self._tag = self._keys(tags)
+            self.position_tag = self._keys(tags)
             yield self._aggregate(holder)
         elif holder:
             self._skipped = join(self._skipped, join_all(tags))
@@ -145,6 +147,10 @@ class BatchDataByShape(BatchData):
         self._groups: defaultdict[tuple, list[Any]] = defaultdict(list)
         self._group_tags: defaultdict[tuple, list[Any]] = defaultdict(list)  # tag mode
 
+    def resume_step(self) -> Step:
+        name = type(self).__name__  # groups fill up across passes
+        return Step(inputs=(self.ds,), unordered=name, uncounted=name)
+
     def reset_state(self) -> None:
         super().reset_state()
         self._groups = defaultdict(list)
@@ -156,15 +162,15 @@ class BatchDataByShape(BatchData):
         return sum(len(g) for g in self._groups.values())
 
     def __iter__(self) -> Iterator[Any]:
-        tagging = self._tagging
+        tagging = self._track.tags
         for dp in self.ds:
             shape = np.shape(dp[self.idx])
             group = self._groups[shape]
             group.append(dp)
             if tagging:
-                self._group_tags[shape].append(self.ds._tag)
+                self._group_tags[shape].append(self.ds.position_tag)
             if len(group) == self.batch_size:
                 if tagging:
-                    self._tag = self._keys(self._group_tags.pop(shape))
+                    self.position_tag = self._keys(self._group_tags.pop(shape))
                 yield self._aggregate(group)
                 group.clear()

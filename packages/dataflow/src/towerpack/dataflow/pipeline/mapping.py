@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..resume.tags import join
+from ..resume.keys import join
+from ..resume.protocol import Step
 from .base import DataFlow, ProxyDataFlow
 
 __all__ = ["MapData", "MapDataComponent", "SelectComponent"]
@@ -19,16 +20,18 @@ class MapData(ProxyDataFlow):
 
     #: Tag mode (see :mod:`towerpack.dataflow.resume.tags`): the tag of the datapoint yielded last,
     #: and those of dropped ones, which go with the next.
-    _tagging = False
-    _tag: Any = None
     _skipped: Any = None
 
     def __init__(self, ds: DataFlow, func: Callable[[Any], Any]) -> None:
         super().__init__(ds)
         self.func = func
 
+    def resume_step(self) -> Step:
+        # One datapoint per input: a None result is caught when replaying, carried with tags.
+        return Step(inputs=(self.ds,))
+
     def __iter__(self) -> Iterator[Any]:
-        if self._tagging:
+        if self._track.tags:
             yield from self._iter_tagged()
             return
         for dp in self.ds:
@@ -39,14 +42,14 @@ class MapData(ProxyDataFlow):
     def _iter_tagged(self) -> Iterator[Any]:
         src, func = self.ds, self.func
         for dp in src:
-            tag = src._tag
+            tag = src.position_tag
             out = func(dp)
             if out is None:
                 self._skipped = join(self._skipped, tag)
                 continue
             if self._skipped is not None:
                 tag, self._skipped = join(self._skipped, tag), None
-            self._tag = tag
+            self.position_tag = tag
             yield out
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow, dataflow_len
 from .sharding import Remainder, Shard, dataflow_tree
+from .sources import RESUMABLE_SOURCES
 
 __all__ = ["ShardData"]
 
@@ -36,6 +37,11 @@ class ShardData(ProxyDataFlow):
     exactly once, so ranks may differ by one, which a synchronous trainer cannot take. ``"pad"``
     and ``"drop"`` need the input's length. ``drop_remainder=True`` is ``remainder="drop"``.
     """
+
+    resume_refusal = (
+        "it splits a stream that every process reads whole. Use a source that shards itself: "
+        + RESUMABLE_SOURCES
+    )
 
     def __init__(
         self,

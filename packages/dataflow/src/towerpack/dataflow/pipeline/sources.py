@@ -11,9 +11,18 @@ from .base import DataFlow, LengthUnknownError, RNGDataFlow
 
 __all__ = ["DataFromGenerator", "DataFromIterable", "DataFromList", "DataFromQueue", "FakeData"]
 
+#: What a job that resumes exactly reads instead of a source without positions.
+RESUMABLE_SOURCES = "IndexedList(lst, shuffle=...) (towerpack.dataflow), an ArrayDataset or a dataset reader"
+
 
 class DataFromList(RNGDataFlow):
     """Yield the items of a list, shuffled each epoch when ``shuffle`` is true."""
+
+    resume_refusal = (
+        "its items have no position in an epoch order. Use IndexedList(lst, shuffle=...) "
+        "(towerpack.dataflow): the same items, each epoch's order drawn from (seed, epoch), sharded "
+        "among ranks and workers"
+    )
 
     def __init__(self, lst: Sequence[Any], shuffle: bool = True) -> None:
         self.lst = lst
@@ -34,6 +43,8 @@ class DataFromList(RNGDataFlow):
 
 class DataFromGenerator(DataFlow):
     """Yield from a generator function (called once per epoch) or a generator object (one epoch only)."""
+
+    resume_refusal = f"a generator's items have no position in an epoch order. Read from {RESUMABLE_SOURCES}"
 
     def __init__(self, gen: Callable[[], Iterable[Any]] | Iterable[Any], size: int | None = None) -> None:
         self._gen = gen
@@ -66,6 +77,8 @@ class DataFromIterable(DataFlow):
     silently ending training.
     """
 
+    resume_refusal = f"an iterable's items have no position in an epoch order. Read from {RESUMABLE_SOURCES}"
+
     def __init__(self, iterable: Iterable[Any]) -> None:
         self._itr = iterable
         self._yielded_before = False
@@ -92,6 +105,8 @@ class DataFromIterable(DataFlow):
 class DataFromQueue(DataFlow):
     """Yield ``queue.get()`` forever (a ``queue.Queue`` or ``multiprocessing.Queue``); no length."""
 
+    resume_refusal = f"a queue's items have no position in an epoch order. Read from {RESUMABLE_SOURCES}"
+
     def __init__(self, queue: Any) -> None:
         self.queue = queue
 
@@ -112,6 +127,11 @@ class FakeData(RNGDataFlow):
         domain: the values' range ``(low, high)``: one pair for all components, or a list of one
             pair per component. Values lie in ``[low, high)`` (booleans ignore it).
     """
+
+    resume_refusal = (
+        "it draws new values for every datapoint, so there are no items to resume. Wrap fixed arrays in "
+        f"{RESUMABLE_SOURCES}, or train without exact_resume"
+    )
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..resume.protocol import Step
 from ..wire.control import EpochEnd
 from .base import DataFlow, LengthUnknownError, ProxyDataFlow, RNGDataFlow, dataflow_len
 from .sharding import dataflow_tree
@@ -224,6 +225,11 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
         self._buffer = _ShuffleBuffer()
         self._source: Iterator[Any] | None = None  # the endless input stream, once iterated
 
+    def resume_step(self) -> Step:
+        name = type(self).__name__
+        uncounted = name if self.endless or self.num_reuse != 1 else None
+        return Step(inputs=(self.ds,), unordered=name, uncounted=uncounted, repeats=self.endless)
+
     def reset_state(self) -> None:
         ProxyDataFlow.reset_state(self)
         RNGDataFlow.reset_state(self)
@@ -236,7 +242,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
     def __iter__(self) -> Iterator[Any]:
         if not hasattr(self, "rng"):
             raise RuntimeError("LocallyShuffleData: call reset_state() before iterating")
-        out = self._untag if self._tagging else iter
+        out = self._untag if self._track.tags else iter
         if self.exact_epochs:
             buffer = _ShuffleBuffer()
             yield from out(self._through(self._with_tags(iter(self.ds)), buffer))
@@ -244,7 +250,7 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
             yield from out(buffer.items)
             return
         if self._source is None:
-            self._source = self._with_tags(repeat_forever(self.ds, allow_empty=self._empty_passes))
+            self._source = self._with_tags(repeat_forever(self.ds, allow_empty=self._track.empty_passes))
         try:
             yield from out(self._through(self._source, self._buffer))
         except Exception:
@@ -253,20 +259,16 @@ class LocallyShuffleData(ProxyDataFlow, RNGDataFlow):
 
     # Tag mode (see towerpack.dataflow.resume.tags): the buffer holds (datapoint, tag) pairs. The
     # items in it at a stop were not trained on, so a resumed source reads them again.
-    _tagging = False
-    _tag: Any = None
-    #: Empty passes of the input in a row that may come (a resume that finds epochs done).
-    _empty_passes: int | bool = False
 
     def _with_tags(self, stream: Iterator[Any]) -> Iterator[Any]:
-        if not self._tagging:
+        if not self._track.tags:
             return stream
         ds = self.ds
-        return ((dp, ds._tag) for dp in stream)
+        return ((dp, ds.position_tag) for dp in stream)
 
     def _untag(self, entries: Iterable[Any]) -> Iterator[Any]:
         for dp, tag in entries:
-            self._tag = tag
+            self.position_tag = tag
             yield dp
 
     def _through(self, source: Iterator[Any], buffer: _ShuffleBuffer) -> Iterator[Any]:

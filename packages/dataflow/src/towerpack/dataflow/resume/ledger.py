@@ -11,16 +11,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .position import DataPosition, Ranges
-from .tags import split_keys
+from .keys import split_keys
+from .position import DataPosition
+from .ranges import Ranges, ranges_of_mask
 
 __all__ = ["Ledger"]
-
-
-def _ranges_of_bits(bits: np.ndarray) -> Ranges:
-    edges = np.diff(np.concatenate([[0], bits.view(np.int8), [0]]))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return tuple(zip(starts.tolist(), stops.tolist(), strict=True))
 
 
 def _bits_of(ranges: Ranges, size: int) -> np.ndarray:
@@ -104,5 +99,5 @@ class Ledger:
             for e in [self.start.epoch, *(e for e, _ in self.start.later)]:
                 if e >= self._first:
                     epochs[e] = self.start.consumed_in(e)
-        epochs.update({e: _ranges_of_bits(b) for e, b in self._bits.items() if e >= self._first})
+        epochs.update({e: ranges_of_mask(b) for e, b in self._bits.items() if e >= self._first})
         return DataPosition.of_epochs(size, epochs, self._first)

@@ -17,21 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..pipeline.sharding import Remainder, Shard, _split
+from .ranges import Ranges, complement
 
 __all__ = ["Units", "dropped_positions", "fixed_runs", "leftover_runs", "unit_runs"]
-
-Ranges = tuple[tuple[int, int], ...]
-
-
-def _complement(ranges: Ranges, size: int) -> list[tuple[int, int]]:
-    free, pos = [], 0
-    for start, stop in ranges:
-        if start > pos:
-            free.append((pos, start))
-        pos = stop
-    if pos < size:
-        free.append((pos, size))
-    return free
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ def leftover_runs(
     left-over positions); with nothing consumed this is ``shard.runs(size, remainder)``.
     ``shard=None`` (a source that does not shard itself) reads all that is left.
     """
-    free = _complement(consumed, size)
+    free = complement(consumed, size)
     if shard is None:
         return [range(a, b) for a, b in free]
     if not consumed:
@@ -160,7 +148,7 @@ def dropped_positions(size: int, consumed: Ranges, world_size: int, rank_unit: i
     """The positions of an epoch that no rank reads under ``remainder="drop"``: the tail of what is left
     (in epoch order) beyond the most whole ``rank_unit`` chunks that every rank can have (a fresh epoch:
     beyond ``world_size * (size // world_size)``)."""
-    free = _complement(consumed, size)
+    free = complement(consumed, size)
     total = sum(b - a for a, b in free)
     if not consumed:
         kept = size // world_size * world_size

@@ -26,7 +26,10 @@ from ..pipeline.sharding import Shard
 from ..pipeline.stream import repeat_forever
 from .ledger import Ledger
 from .plan import Plan, analyze
-from .position import DataPosition, PositionUnsupportedError, Ranges, Tracking, _down, _up, round_robin_counts
+from .position import DataPosition, PositionUnsupportedError
+from .protocol import SourceStart, TrackMode
+from .ranges import Ranges, ranges_of
+from .replay import Tracking, batches_down, batches_up, round_robin_counts
 from .split import Units, leftover_runs
 from .tags import TagLog
 
@@ -82,7 +85,7 @@ class PositionTracker:
         """Items in the dataset (all ranks together); from servers, None until one has said."""
         if self._plan.remote is not None:
             return self._plan.remote.dataset_size
-        return int(self._plan.source._count())
+        return int(self._plan.source.epoch_size())
 
     @property
     def counted(self) -> bool:
@@ -129,29 +132,28 @@ class PositionTracker:
                 "one rank or ranks that all-reduce (the Horovod or collective trainers)"
             )
         for runner in plan.runners:
-            if getattr(runner, "_group", None) is not None or getattr(runner, "_threads", None):
+            if runner.started:
                 raise RuntimeError(
                     f"PositionTracker.start() must come before {type(runner).__name__}.reset_state()"
                 )
+        tagging = mode is PositionMode.TAGS
         if plan.remote is not None:
             plan.remote.start_session(position)
         else:
             position = DataPosition(1, self.size) if position is None else position
             position.check_size(self.size, f"the dataset {type(plan.source).__name__}")
-            tagging = mode is PositionMode.TAGS
+            start = SourceStart(position, self.units, tagging, fixed_ranks)
             for source in plan.sources:
-                source._start_at(position, self.units, tagging, fixed_ranks)
-        if mode is PositionMode.TAGS:
+                source.start_at(start)
+        if tagging:
             begun = position is not None and (position.consumed or position.later)
             self._empty_passes = 1 + len(position.later) if begun else 0
-            for stage in plan.stages:
-                stage._tagging = True
-            for stage in plan.repeating:
-                stage._empty_passes = self._empty_passes
+            track = TrackMode(tags=True, empty_passes=self._empty_passes)
             self._ledger = Ledger(position, self.size)
         else:
-            for runner in plan.runners:
-                runner._tracking = Tracking(tuple(plan.inner))
+            track = TrackMode(replay=Tracking(tuple(plan.inner)))
+        for stage in plan.stages:
+            stage.track(track)
         self.mode = mode
         self._start = position
 
@@ -163,7 +165,7 @@ class PositionTracker:
             )
         df, append = self._df, self._log.append
         for dp in repeat_forever(df, allow_empty=self._empty_passes):
-            append(df._tag)
+            append(df.position_tag)
             yield dp
 
     def pairs(self) -> Iterator[tuple[Any, Any]]:
@@ -172,7 +174,7 @@ class PositionTracker:
             raise RuntimeError("PositionTracker.pairs() is for tag mode: call start(..., PositionMode.TAGS)")
         df = self._df
         for dp in repeat_forever(df, allow_empty=self._empty_passes):
-            yield df._tag, dp
+            yield df.position_tag, dp
 
     def trained_keys(self, count: int) -> np.ndarray:
         """Tag mode: the keys of the datapoints taken (through :meth:`iterate`) up to the ``count``-th,
@@ -258,8 +260,8 @@ class PositionTracker:
         """(datapoints out of df, runner datapoints per worker, items per worker, runs per worker)."""
         runs = [self._runs(s, consumed) for s in self._shards(rank)]
         items = [sum(len(r) for r in rr) for rr in runs]
-        per_worker = [_up(n, self._plan.inner) for n in items]
-        return _up(sum(per_worker), self._plan.outer), per_worker, items, runs
+        per_worker = [batches_up(n, self._plan.inner) for n in items]
+        return batches_up(sum(per_worker), self._plan.outer), per_worker, items, runs
 
     def _length(self, epoch: int, consumed: Ranges) -> int:
         """This rank's datapoints of df in the epoch that continues ``consumed``."""
@@ -276,11 +278,11 @@ class PositionTracker:
         done = list(consumed)
         for rank in range(self.world_size):
             total, per_worker, items, runs = self._rank_lengths(rank, consumed)
-            taken = _down(min(count, total), sum(per_worker), self._plan.outer)
+            taken = batches_down(min(count, total), sum(per_worker), self._plan.outer)
             for shard, d, n, rr in zip(
                 self._shards(rank), round_robin_counts(per_worker, taken), items, runs, strict=True
             ):
-                k = _down(d, n, self._plan.inner)
+                k = batches_down(d, n, self._plan.inner)
                 if k:
                     done.extend(_emitted_ranges(src, epoch, shard if src.shards_itself else Shard(), rr, k))
         return DataPosition.of(epoch, self.size, done)
@@ -290,15 +292,9 @@ def _emitted_ranges(
     source: Any, epoch: int, shard: Shard, runs: list[range], count: int
 ) -> list[tuple[int, int]]:
     """The order positions of the first ``count`` items ``source`` yields reading ``runs``."""
-    emitted = getattr(source, "_emitted_positions", None)
+    emitted = source.emitted_positions(epoch, shard, runs, count)
     if emitted is not None:
-        positions = np.sort(np.asarray(emitted(epoch, shard, runs, count), dtype=np.int64))
-        if not len(positions):
-            return []
-        breaks = np.flatnonzero(np.diff(positions) != 1) + 1
-        starts = positions[np.concatenate([[0], breaks])]
-        stops = positions[np.concatenate([breaks - 1, [len(positions) - 1]])] + 1
-        return list(zip(starts.tolist(), stops.tolist(), strict=True))
+        return ranges_of(np.sort(np.asarray(emitted, dtype=np.int64)))
     out = []
     for r in runs:  # a prefix of the runs
         take = min(count, len(r))

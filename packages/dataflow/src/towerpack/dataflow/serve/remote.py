@@ -17,6 +17,7 @@ For exact resume a consumer *joins* its servers in a session
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -31,10 +32,25 @@ import zmq
 from ..pipeline.base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
 from ..pipeline.sharding import Shard
 from ..resume.position import DataPosition
+from ..resume.protocol import Step, StepKind
 from ..wire import control
-from ..wire.codec import DEFAULT_LIMITS, WireFormatError, WireLimits, decode_message, set_receive_limit
-from ..wire.control import Credit, EpochEnd, Hello, Joined, Ping, Refused, Rejoin, Window
-from ..wire.credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
+from ..wire.codec import (
+    DEFAULT_LIMITS,
+    WireFormatError,
+    WireLimits,
+    decode_message,
+    recv_frames,
+    set_receive_limit,
+)
+from ..wire.control import MAX_WINDOW, Credit, EpochEnd, Hello, Joined, Ping, Refused, Rejoin, Window
+from ..wire.credit import (
+    ACK_BATCH_MAX,
+    BOUND_CONSUMER_ID,
+    HEARTBEAT_S,
+    ack_batch,
+    check_heartbeat,
+    set_heartbeat,
+)
 from ..wire.security import apply_client_keys
 from .session import ConsumerSession
 
@@ -67,7 +83,7 @@ class _Producer:
     unacked: int = 0
     announce: bool = True
     #: Acknowledge every this many datapoints: a quarter of the window the producer granted.
-    ack_every: int = 8
+    ack_every: int = ACK_BATCH_MAX
     #: In a session: a join is to be sent, and the generation whose datapoints are taken (None: none).
     join_due: bool = True
     generation: int | None = None
@@ -76,6 +92,12 @@ class _Producer:
     heard: float = 0.0
     asked_at: float = 0.0
     answered: bool = False
+
+
+@functools.lru_cache(maxsize=MAX_WINDOW + 1)
+def _ack_frames(count: int) -> list[bytes]:
+    """The credit message acknowledging ``count`` datapoints (the same few counts over and over)."""
+    return control.encode(Credit(ack=count))
 
 
 def _server_name(index: int) -> bytes:
@@ -161,7 +183,7 @@ class RemoteDataZMQ(DataFlow):
         self.timeout = timeout
         self.limits = limits
         self.heartbeat = heartbeat
-        self.ack_every = max(1, min(8, self.hwm // 4))
+        self.ack_every = ack_batch(self.hwm)
         self.received = 0
         self.malformed = 0
         self.epoch = 0
@@ -171,9 +193,13 @@ class RemoteDataZMQ(DataFlow):
         #: Exact resume: this consumer's side of its job's session (None: not in one).
         self._session: ConsumerSession | None = None
         self._tagging = False
-        self._tag: Any = None
+        self.position_tag: Any = None
 
     # -- exact resume (see towerpack.dataflow.serve.session) --------------------------------------
+
+    def resume_step(self) -> Step:
+        why = f"{type(self).__name__} (data from `dataflow serve` servers, in the order consumers pull)"
+        return Step(StepKind.REMOTE, unordered=why, uncounted=why)
 
     def start_session(
         self, position: DataPosition | None, rank: int | None = None, world_size: int | None = None
@@ -279,7 +305,7 @@ class RemoteDataZMQ(DataFlow):
                 p.join_due, p.generation = False, None
             # Acknowledge first: a window announcement counts what the producer still has in flight.
             due = p.unacked and (partial or p.unacked >= p.ack_every)
-            if due and self._send_control(ident, control.encode(Credit(ack=p.unacked))):
+            if due and self._send_control(ident, _ack_frames(p.unacked)):
                 p.unacked = 0
             key = session.key if session is not None else None
             if p.announce and self._send_control(ident, control.encode(Credit(window=self.hwm, session=key))):
@@ -371,7 +397,7 @@ class RemoteDataZMQ(DataFlow):
             self._flush_credit()
         while True:
             try:  # waits in ZMQ for up to PARTIAL_ACK_AFTER_MS (RCVTIMEO): no Python polling per message
-                frames = sock.recv_multipart(copy=False)
+                frames = recv_frames(sock)
             except zmq.Again:
                 resync_at = self._wait(last, resync_at)
                 continue
@@ -390,37 +416,11 @@ class RemoteDataZMQ(DataFlow):
             producer.heard = now = time.monotonic()
             if len(self._producers) > 1 and now >= self._quiet_check_at:
                 self._ask_quiet_producers(now)
-            match msg:
-                case Window(size=size):
-                    if size:  # a window of 0 (which this consumer never asks for) changes nothing
-                        producer.ack_every = max(1, min(self.ack_every, size // 4))
-                    producer.answered = True
-                    continue
-                case EpochEnd(epoch=epoch):
-                    self.epoch = epoch
+            if isinstance(msg, control.Message):
+                if self._on_control(msg, producer):
+                    self.epoch = msg.epoch
                     return _EPOCH_END
-                case Ping() | Hello():
-                    continue
-                case Joined(generation=generation, size=size) if session is not None:
-                    # Served from now on: the accounts start again (the server's did too).
-                    producer.generation, producer.unacked, producer.announce = generation, 0, True
-                    session.size = size
-                    self._flush_credit()
-                    continue
-                case Rejoin():
-                    if session is None:
-                        raise RuntimeError(
-                            f"RemoteDataZMQ: {self.addr} serves a job that resumes exactly (exact_resume): "
-                            "its consumers must join it (ZMQInput under TrainConfig(exact_resume=True))"
-                        )
-                    producer.join_due, producer.generation = True, None
-                    self._flush_credit()
-                    continue
-                case Refused(reason=reason):
-                    raise RuntimeError(f"RemoteDataZMQ: {self.addr} refused this consumer: {reason}")
-                case control.Message():
-                    logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind.value)
-                    continue
+                continue
             producer.unacked += 1
             if session is not None:
                 try:
@@ -431,7 +431,7 @@ class RemoteDataZMQ(DataFlow):
                     continue
                 if generation != producer.generation:  # not taken: served again to whoever
                     continue
-                self._tag = tag
+                self.position_tag = tag
                 session.took(tag)
             # Acknowledged on the next call, once the caller is done with this datapoint.
             self._credit_due = self._credit_due or producer.unacked >= producer.ack_every or producer.announce
@@ -439,6 +439,37 @@ class RemoteDataZMQ(DataFlow):
             self._data_at = now
             self._warned = False
             return msg
+
+    def _on_control(self, msg: control.Message, producer: _Producer) -> bool:
+        """Act on a control message from ``producer``; True for an end-of-epoch mark."""
+        session = self._session
+        match msg:
+            case Window(size=size):
+                if size:  # a window of 0 (which this consumer never asks for) changes nothing
+                    producer.ack_every = min(self.ack_every, ack_batch(size))
+                producer.answered = True
+            case EpochEnd():
+                return True
+            case Ping() | Hello():
+                pass
+            case Joined(generation=generation, size=size) if session is not None:
+                # Served from now on: the accounts start again (the server's did too).
+                producer.generation, producer.unacked, producer.announce = generation, 0, True
+                session.size = size
+                self._flush_credit()
+            case Rejoin():
+                if session is None:
+                    raise RuntimeError(
+                        f"RemoteDataZMQ: {self.addr} serves a job that resumes exactly (exact_resume): "
+                        "its consumers must join it (ZMQInput under TrainConfig(exact_resume=True))"
+                    )
+                producer.join_due, producer.generation = True, None
+                self._flush_credit()
+            case Refused(reason=reason):
+                raise RuntimeError(f"RemoteDataZMQ: {self.addr} refused this consumer: {reason}")
+            case _:
+                logger.warning("RemoteDataZMQ: ignored a %r control message", msg.kind.value)
+        return False
 
     def _ask_quiet_producers(self, now: float) -> None:
         """Among several producers, one that did not answer this consumer's window within ANSWER_S, or

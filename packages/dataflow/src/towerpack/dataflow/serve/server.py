@@ -15,7 +15,8 @@ The server admits at most ``max_consumers`` connections (see
 :class:`~towerpack.dataflow.wire.security.Gatekeeper`).
 
 A server made with a ``factory`` also serves jobs that resume exactly: their consumers join it in a
-session (:mod:`towerpack.dataflow.serve.session_host`, :mod:`towerpack.dataflow.serve.session`).
+session, which the server's :class:`~towerpack.dataflow.serve.session_host.SessionHost` keeps
+(:mod:`towerpack.dataflow.serve.session`).
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from zmq.utils.monitor import recv_monitor_message
 from ..pipeline.base import DataFlow
 from ..pipeline.stream import repeat_forever
 from ..wire import control
-from ..wire.codec import WireFormatError, WireLimits, decode_message, encode
+from ..wire.codec import WireFormatError, WireLimits, decode_message, encode, recv_frames
 from ..wire.control import MAX_WINDOW, Credit, EpochEnd, Hello, Join, Ping, Window
 from ..wire.credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
 from ..wire.security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
-from .session_host import SessionHost
+from .session_host import Entry, ServerHooks, SessionHost
 
 __all__ = ["DataServer", "ServerError", "send_dataflow_zmq"]
 
@@ -47,6 +48,12 @@ logger = logging.getLogger(__name__)
 #: Consumers are probed this long after a disconnect is seen, and every PROBE_PERIOD_S anyway.
 PROBE_DELAYS_S = (0.05, 0.3, 1.5)
 PROBE_PERIOD_S = 5.0
+#: A server with credit to use sends this many datapoints between two looks at its sockets.
+SEND_BUDGET = 32
+#: ZMQ send flags as plain ints (combining pyzmq's flag enums costs more than the rest of a send).
+_MORE = int(zmq.SNDMORE)
+_ROUTE = int(zmq.SNDMORE | zmq.NOBLOCK)
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 #: A server that connects says hello this often until the consumer answers.
 HELLO_PERIOD_S = 0.2
 #: Connections a server admits by default.
@@ -87,7 +94,7 @@ class ServerError(RuntimeError):
 @dataclass
 class _Peer:
     credit: int = 0
-    unacked: deque = field(default_factory=deque)  # (frames, tag) of what it has not acknowledged
+    unacked: deque[Entry] = field(default_factory=deque)  # what it has not acknowledged
 
 
 @dataclass
@@ -98,7 +105,7 @@ class _Rate:
     sent_then: int = 0
 
 
-class DataServer(SessionHost):
+class DataServer:
     """Serve ``df`` (repeated forever) on a ROUTER socket to :class:`RemoteDataZMQ` consumers.
 
     Args:
@@ -124,6 +131,10 @@ class DataServer(SessionHost):
         factory: a function that makes the dataflow. With it the server also serves jobs that
             resume exactly (``exact_resume``), making their pipeline anew where they start; without
             ``df``, the dataflow for other consumers is made when the first of them asks.
+
+    The server hands the messages of exact-resume sessions to its ``sessions``
+    (:class:`~towerpack.dataflow.serve.session_host.SessionHost`), which acts on the consumers'
+    accounts only through the hooks the server gives it.
     """
 
     def __init__(
@@ -156,7 +167,6 @@ class DataServer(SessionHost):
         check_heartbeat(heartbeat)
         self.df = df
         self.factory = factory
-        self._superseded: set[str] = set()
         self._source = None
         self._stop = threading.Event()
         self.addr = addr
@@ -175,13 +185,17 @@ class DataServer(SessionHost):
         self.malformed = 0
         self.epochs = 0
         self._order: deque[bytes] = deque()
-        self._pending: deque[tuple[list, Any]] = deque()  # (frames, tag) to send again
+        self._pending: deque[Entry] = deque()  # to send again
         self._probe_at: list[float] = []
         self._connections: set[int] = set()
         self._epoch_end: EpochEnd | None = None
         self._marks_due: set[bytes] = set()
         self._rate = _Rate()
         self._stalled = False
+        hooks = ServerHooks(
+            tell=self._tell, forget=self._forget, serve_again=self._pending.extend, restart=self._restart
+        )
+        self.sessions = SessionHost(factory, hooks, self.report, allow_pickle)
 
     @property
     def unacked(self) -> int:
@@ -198,11 +212,26 @@ class DataServer(SessionHost):
         if peer is None:
             return
         self._order.remove(ident)
-        if self._session is not None:  # kept until it joins again (in a session all is accounted for)
-            self._orphan(ident, peer.unacked)
+        if self.sessions.active:  # kept until it joins again (in a session all is accounted for)
+            self.sessions.orphan(ident, list(peer.unacked))
         else:  # whatever the consumer had not acknowledged goes to the others, oldest first
             self._pending.extendleft(reversed(peer.unacked))
         self._say_count()
+
+    def _forget(self, ident: bytes) -> list[Entry]:
+        """Drop the account of consumer ``ident`` (for the session host); what it had not acknowledged."""
+        peer = self.peers.pop(ident, None)
+        if peer is None:
+            return []
+        self._order.remove(ident)
+        return list(peer.unacked)
+
+    def _restart(self) -> None:
+        """A session begins (for the session host): stop serving consumers outside sessions."""
+        self._close_untracked()
+        for ident in list(self.peers):
+            self._forget(ident)
+        self._pending.clear()
 
     def _on_message(self, frames: list) -> None:
         ident = frames[0].bytes
@@ -214,12 +243,12 @@ class DataServer(SessionHost):
                 logger.warning("ignored malformed message #%d from a client: %s", self.malformed, e)
             return
         if isinstance(credit, Join):
-            self._on_join(ident, credit)
+            self.sessions.on_join(ident, credit)
             return
         ack, window = credit.ack, credit.window
-        if not self._member(ident, credit.session):  # a session serves its members only
+        if not self.sessions.admits(ident, credit.session):  # a session serves its members only
             if window is not None:
-                self._ask_to_join(ident)
+                self.sessions.ask_to_join(ident)
             return
         peer = self.peers.get(ident)
         if peer is None:
@@ -228,15 +257,21 @@ class DataServer(SessionHost):
             peer = self.peers[ident] = _Peer()
             self._order.append(ident)
             self._say_count()
-            self._returning(ident)
+            self.sessions.returning(ident)
         for _ in range(min(ack, len(peer.unacked))):
             peer.unacked.popleft()
         if window is not None:
             granted = min(window, self.hwm)
             peer.credit = max(0, granted - len(peer.unacked))
-            self._send_control(ident, control.encode(Window(granted)))
+            self._tell(ident, Window(granted))
         else:
             peer.credit = max(0, min(peer.credit + ack, self.hwm - len(peer.unacked)))
+
+    def _read_messages(self) -> None:
+        """Handle every message the consumers have sent so far."""
+        sock = self.sock
+        while sock.get(_EVENTS) & _POLLIN:
+            self._on_message(recv_frames(sock))
 
     def _connection_events(self) -> bool:
         """Track open connections from the socket's events; True if one closed."""
@@ -275,13 +310,13 @@ class DataServer(SessionHost):
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _next_message(self) -> tuple[list, Any] | None:
+    def _next_message(self) -> Entry | None:
         """The next datapoint to send and its tag (None outside sessions), or None at an epoch's end
         (until its mark is sent) or while a session waits for its ranks."""
         if self._pending:
             return self._pending.popleft()
-        if self._session is not None:
-            return self._tracked_message()
+        if self.sessions.active:
+            return self.sessions.next_message()
         if self._epoch_end is not None:
             return None
         if self._source is None:  # made when the first consumer outside sessions asks
@@ -301,6 +336,10 @@ class DataServer(SessionHost):
             close()
         self.df = self._source = None
         self._epoch_end = None
+
+    def _tell(self, ident: bytes, msg: control.Message) -> bool:
+        """:meth:`_send_control` of a typed message (the session host's way to talk to consumers)."""
+        return self._send_control(ident, control.encode(msg))
 
     def _send_control(self, ident: bytes, frames: list) -> bool:
         """Send a control message to one consumer if its queue has room; whether it was sent."""
@@ -344,7 +383,7 @@ class DataServer(SessionHost):
         """
         done = 0
         blocked: set[bytes] = set()
-        sock = self.sock
+        send = self.sock.send
         while done < budget:
             ident = self._next_ready(blocked)
             if ident is None:
@@ -352,9 +391,8 @@ class DataServer(SessionHost):
             entry = self._next_message()
             if entry is None:
                 break
-            msg = entry[0]
             try:
-                sock.send(ident, zmq.SNDMORE | zmq.NOBLOCK)
+                send(ident, _ROUTE)
             except zmq.ZMQError as e:
                 self._pending.appendleft(entry)
                 if e.errno == zmq.EHOSTUNREACH:
@@ -364,8 +402,12 @@ class DataServer(SessionHost):
                 else:
                     raise
                 continue
-            # Once the routing frame is accepted, the rest of the message cannot fail.
-            sock.send_multipart(msg, copy=False)
+            # Once the routing frame is accepted, the rest of the message cannot fail. Arrays go
+            # without a copy (pyzmq copies frames under its copy threshold, such as the header).
+            *frames, last = entry[0]
+            for frame in frames:
+                send(frame, _MORE, copy=False)
+            send(last, 0, copy=False)
             peer = self.peers[ident]
             peer.credit -= 1
             peer.unacked.append(entry)
@@ -420,7 +462,7 @@ class DataServer(SessionHost):
         close = getattr(self.df, "close", None)
         if callable(close):
             close()
-        self._stop_tracked()
+        self.sessions.close()
 
     def serve(self, max_datapoints: int | None = None, duration: float | None = None) -> int:
         """Serve until interrupted (or ``max_datapoints`` sent, or ``duration`` seconds, or :meth:`stop`);
@@ -447,17 +489,13 @@ class DataServer(SessionHost):
                     break
                 # At an epoch's end only re-sent datapoints may go out until the mark is sent; a session
                 # sends nothing until its ranks have joined.
-                session = self._session
-                more = (
-                    session.generation if session is not None else self._epoch_end is None
-                ) or self._pending
+                sessions = self.sessions
+                more = (sessions.serving if sessions.active else self._epoch_end is None) or self._pending
                 can_send = bool(more) and any(p.credit > 0 for p in self.peers.values())
                 # A full ZMQ queue cannot be polled for (a ROUTER is always writable): wait a moment.
                 events = dict(poller.poll((1 if self._stalled else 0) if can_send else 100))
-                while events.get(self.sock):
-                    self._on_message(self.sock.recv_multipart(copy=False))
-                    if not self.sock.poll(0, zmq.POLLIN):
-                        break
+                if events.get(self.sock):
+                    self._read_messages()
                 if events.get(self.monitor) and self._connection_events():
                     self._probe_at = [now + d for d in PROBE_DELAYS_S]
                     if not self.bind:
@@ -476,8 +514,8 @@ class DataServer(SessionHost):
                 if not self.bind and not self.peers and now >= next_hello:
                     self._say_hello()
                     next_hello = now + HELLO_PERIOD_S
-                budget = 32 if max_datapoints is None else min(32, max_datapoints - self.sent)
-                self._send_some(budget)
+                left = SEND_BUDGET if max_datapoints is None else max_datapoints - self.sent
+                self._send_some(min(SEND_BUDGET, left))
                 if self._epoch_end is not None:
                     self._mark_epoch()
                 if self.stats_every is not None and now - self._rate.since >= self.stats_every:

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from ..resume.keys import as_keys, epochs_of, join_all
 from ..resume.ledger import Ledger
 from ..resume.position import DataPosition
-from ..resume.tags import KEY_SHIFT, as_keys, join_all
+from ..resume.ranges import expand, runs_of
 from ..wire.control import Join
 
 __all__ = ["ConsumerSession", "JoinResult", "Session", "decode_taken", "encode_taken"]
@@ -33,13 +34,8 @@ __all__ = ["ConsumerSession", "JoinResult", "Session", "decode_taken", "encode_t
 
 def encode_taken(keys: np.ndarray) -> bytes:
     """``keys`` as the little-endian int64 ``(start, stop)`` ranges a :class:`Join` carries."""
-    keys = np.unique(np.asarray(keys, dtype=np.int64))
-    if not len(keys):
-        return b""
-    breaks = np.flatnonzero(np.diff(keys) != 1) + 1
-    starts = keys[np.concatenate([[0], breaks])]
-    stops = keys[np.concatenate([breaks - 1, [len(keys) - 1]])] + 1
-    return np.stack([starts, stops], axis=1).astype("<i8").tobytes()
+    starts, lengths = runs_of(np.unique(np.asarray(keys, dtype=np.int64)))
+    return np.stack([starts, starts + lengths], axis=1).astype("<i8").tobytes()
 
 
 def decode_taken(data: bytes) -> np.ndarray:
@@ -49,11 +45,10 @@ def decode_taken(data: bytes) -> np.ndarray:
     pairs = np.frombuffer(data, dtype="<i8").reshape(-1, 2).astype(np.int64)
     if len(pairs) and (np.any(pairs[:, 1] <= pairs[:, 0]) or np.any(pairs[:, 0] < 0)):
         raise ValueError("a join's taken keys are not (start, stop) ranges")
-    if int((pairs[:, 1] - pairs[:, 0]).sum()) > 1 << 31:
-        raise ValueError("a join's taken keys are too many")
     lengths = pairs[:, 1] - pairs[:, 0]
-    offsets = np.cumsum(lengths) - lengths
-    return np.arange(int(lengths.sum())) + np.repeat(pairs[:, 0] - offsets, lengths)
+    if int(lengths.sum()) > 1 << 31:
+        raise ValueError("a join's taken keys are too many")
+    return expand(pairs[:, 0], lengths)
 
 
 class JoinResult(enum.Enum):
@@ -122,7 +117,9 @@ class Session:
         received = set(taken.tolist())
 
         def got(tag: Any) -> bool:
-            return all(k in received or k >> KEY_SHIFT < done for k in as_keys(tag).tolist())
+            keys = as_keys(tag)
+            pairs = zip(keys.tolist(), epochs_of(keys).tolist(), strict=True)
+            return all(k in received or epoch < done for k, epoch in pairs)
 
         return [(frames, tag) for frames, tag in self.orphans.pop(ident, []) if not got(tag)]
 
@@ -170,7 +167,7 @@ class ConsumerSession:
         with self._lock:
             self.done = int(epoch)
             keys = self._keys()
-            self._chunks, self._taken = [keys[(keys >> KEY_SHIFT) >= epoch]], []
+            self._chunks, self._taken = [keys[epochs_of(keys) >= epoch]], []
 
     def _keys(self) -> np.ndarray:
         return np.concatenate([*self._chunks, join_all(self._taken)])

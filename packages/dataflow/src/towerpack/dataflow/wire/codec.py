@@ -14,7 +14,9 @@ length, bounded counts, sizes and nesting) before any frame is touched; any viol
 :class:`WireFormatError`, and so does anything else wrong with a message: decoding a peer's
 message gives a valid datapoint or that one exception, never another. The encoder enforces the
 same limits, so that it never produces a message that receivers reject. Pickle is used only
-where both sides pass ``allow_pickle=True``.
+where both sides pass ``allow_pickle=True``. A stream repeats itself, so the work is done once:
+headers are built once per layout of a datapoint, and validated once per header (datapoint plans
+and control messages are kept by their header bytes).
 
 Files store a datapoint as one byte string: :func:`pack` lays the same frames out behind a small
 length table and ends it with a CRC-32C of the whole record, and :func:`unpack` checks both before
@@ -47,6 +49,7 @@ __all__ = [
     "encode",
     "pack",
     "recv_datapoint",
+    "recv_frames",
     "send_datapoint",
     "set_receive_limit",
     "unpack",
@@ -219,6 +222,41 @@ def _check_message_limits(header: bytes, tree: list, nframes: int) -> None:
         )
 
 
+#: Headers of datapoints by their layout (:func:`_layout`): a stream of same-shaped batches builds
+#: its header once.
+_HEADERS: dict[tuple, bytes] = {}
+_MAX_HEADERS = 256
+_MAX_CACHED_HEADER = 4096
+_LAYOUT_SCALARS = (int, bool, str, type(None))  # travel in the header as they are
+_MAX_LAYOUT_ITEMS = 256  # longer lists are encoded in full (their header is rarely the same twice)
+
+
+def _layout(obj: Any, frames: list, depth: int = 0) -> tuple | None:
+    """What a datapoint's header depends on, collecting its arrays into ``frames``: the types of its
+    lists and tuples, each array's dtype and shape, and its scalars; None for anything else (dicts,
+    bytes, floats, arrays that :func:`_encode_node` would convert), which is encoded in full."""
+    t = type(obj)
+    if t is np.ndarray:
+        dstr = obj.dtype.str
+        if obj.flags.c_contiguous and dstr in _DTYPES and obj.ndim:
+            frames.append(obj)
+            return dstr, obj.shape
+        return None
+    if t is list or t is tuple:
+        if depth >= DEFAULT_LIMITS.max_depth or len(obj) > _MAX_LAYOUT_ITEMS:
+            return None
+        key: list = [t]
+        for x in obj:
+            k = _layout(x, frames, depth + 1)
+            if k is None:
+                return None
+            key.append(k)
+        return tuple(key)
+    if t in _LAYOUT_SCALARS:
+        return t, obj
+    return None
+
+
 def encode(dp: Any, allow_pickle: bool = False) -> list:
     """Encode a datapoint as a list of frames (header bytes, then arrays as zero-copy buffers).
 
@@ -226,9 +264,19 @@ def encode(dp: Any, allow_pickle: bool = False) -> list:
     receivers' default :class:`WireLimits` (too many frames, too large a header).
     """
     frames: list = []
+    layout = _layout(dp, frames)
+    if layout is not None:
+        header = _HEADERS.get(layout)
+        if header is not None:
+            return [header, *frames]
+    frames = []
     tree = _encode_node(dp, frames, allow_pickle, 0)
     header = msgpack.packb({"v": VERSION, "k": "dp", "s": tree}, use_bin_type=True)
     _check_message_limits(header, tree, len(frames))
+    if layout is not None and len(header) <= _MAX_CACHED_HEADER:
+        if len(_HEADERS) >= _MAX_HEADERS:
+            _HEADERS.clear()
+        _HEADERS[layout] = header
     return [header, *frames]
 
 
@@ -377,6 +425,11 @@ def _refuse_control(obj: Any) -> None:
 #: Plans of headers validated under DEFAULT_LIMITS, by header bytes.
 _PLANS: dict[bytes, tuple[tuple, int]] = {}
 _MAX_PLANS = 256
+#: Control messages decoded before, by header bytes (credits, windows and pings repeat all the time;
+#: the messages are frozen). Only short headers are kept.
+_CONTROLS: dict[bytes, control.Message] = {}
+_MAX_CONTROLS = 256
+_MAX_CACHED_CONTROL = 64
 
 
 def _short(obj: Any) -> str:
@@ -388,14 +441,24 @@ def decode_message(frames: list, allow_pickle: bool = False, limits: WireLimits 
     """Decode a received message: a datapoint, or a typed control message
     (a :class:`towerpack.dataflow.wire.control.Message`) for other kinds.
 
-    ``frames`` are ``zmq.Frame`` objects (from ``recv_multipart(copy=False)``) or bytes-like.
+    ``frames`` are ``zmq.Frame`` objects (from :func:`recv_frames`) or bytes-like.
     Raises :class:`WireFormatError` for anything malformed, and for nothing else.
     """
+    if len(frames) == 1:
+        size = _frame_len(frames[0])
+        if size <= _MAX_CACHED_CONTROL and size <= limits.max_header_bytes:
+            msg = _CONTROLS.get(_frame_bytes(frames[0]))
+            if msg is not None:
+                return msg
     is_control, out = _decode_checked(frames, allow_pickle, limits)
     if not is_control:
         return out
-
-    return control.decode(out)
+    msg = control.decode(out)
+    if _frame_len(frames[0]) <= _MAX_CACHED_CONTROL:
+        if len(_CONTROLS) >= _MAX_CONTROLS:
+            _CONTROLS.clear()
+        _CONTROLS[_frame_bytes(frames[0])] = msg
+    return msg
 
 
 def _decode_checked(frames: list, allow_pickle: bool, limits: WireLimits) -> tuple[bool, Any]:
@@ -544,8 +607,22 @@ def send_datapoint(socket: zmq.Socket, dp: Any, flags: int = 0, allow_pickle: bo
     socket.send_multipart(encode(dp, allow_pickle), flags=flags, copy=False)
 
 
+def recv_frames(socket: zmq.Socket, flags: int = 0) -> list[zmq.Frame]:
+    """Receive one multipart message as ``zmq.Frame`` objects, without copies.
+
+    As ``recv_multipart(copy=False)``, at half its cost: each frame says whether more follow, where
+    pyzmq asks the socket (a ``getsockopt``) after every part. ``flags`` apply to the first part; the
+    others are there once it is.
+    """
+    recv = socket.recv
+    frames = [recv(flags, copy=False)]
+    while frames[-1].more:
+        frames.append(recv(0, copy=False))
+    return frames
+
+
 def recv_datapoint(
     socket: zmq.Socket, flags: int = 0, allow_pickle: bool = False, limits: WireLimits = DEFAULT_LIMITS
 ) -> Any:
     """Receive one datapoint; its arrays are views of the received frames."""
-    return decode(socket.recv_multipart(flags=flags, copy=False), allow_pickle, limits)
+    return decode(recv_frames(socket, flags), allow_pickle, limits)

@@ -78,7 +78,7 @@ class ZMQInput(QueueInput):
                 for dp in self.ds:
                     last, warned = time.monotonic(), False
                     if log is not None:  # exact resume: the positions of its items, in queue order
-                        log.append(self.ds._tag)
+                        log.append(self.ds.position_tag)
                     yield dp
             except TimeoutError:
                 # Nothing arrived for POLL_S: look at the stop flag, then keep waiting.
