@@ -124,9 +124,10 @@ def test_node_0_cut_off_alone_stops_while_the_majority_goes_on(tmp_path):
     assert (rc1, rc2) == (0, 0), err1 + err2
     log = _log(tmp_path)
     assert [x[:4] for x in log] == [(0, 0, 3, 0), (0, 1, 3, 1), (0, 2, 3, 2), (1, 0, 2, 0), (1, 1, 2, 1)], log
-    # The cut-off side was stopped without a checkpoint (SIGTERM, not SIGUSR1): one it wrote could race
-    # the majority's. So the majority started from the beginning, the counter's only checkpoint.
-    assert log[3][4] == 0 and _steps(tmp_path, 1)[-1] == 100
+    # Node 0 may see one peer go silent before the other: then it still holds a quorum and asks its
+    # rank for a checkpoint (SIGUSR1) before the second loss stops it; otherwise it stops it without
+    # one. Either way the majority resumes from no later than node 0's last step.
+    assert log[3][4] <= _steps(tmp_path, 0)[-1] and _steps(tmp_path, 1)[-1] == 100
     assert f"node 1 ({addrs[lead]}) takes over as the coordinator from node 0 ({addrs[0]})" in err1, err1
     assert f"node 0 ({addrs[0]}) left (silent: no heartbeat for 3 s" in err1, err1
     assert "rejoined the job: node 1" in err2, err2
