@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.id_model import IdModel
 from towerpack.dataflow import BatchData, DataFromList, MultiProcessMapDataZMQ, MultiProcessRunnerZMQ
 from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.resume.position import DataPosition, PositionUnsupportedError
@@ -28,7 +29,6 @@ from towerpack.trainer import (
     Callback,
     JSONWriter,
     MinSaver,
-    ModelDesc,
     ModelSaver,
     PeriodicTrigger,
     PreemptionSaver,
@@ -64,19 +64,6 @@ class Items(ArrayDataset):
     def __init__(self, n: int, **order):
         self.ids = np.arange(n, dtype=np.int64)
         self._init_order(True, training=True, seed=7, **order)
-
-
-class IdModel(ModelDesc):
-    def inputs(self):
-        return [tf.TensorSpec([None], tf.int64, "ids")]
-
-    def build_graph(self, ids):
-        tf.identity(ids, name="trained_ids")
-        w = tfv1.get_variable("w", [], initializer=tfv1.zeros_initializer())
-        return tf.reduce_mean(tf.square(w * tf.cast(ids, tf.float32) / N_ITEMS - 1.0), name="cost")
-
-    def optimizer(self):
-        return tfv1.train.GradientDescentOptimizer(0.01)
 
 
 class RecordIds(Callback):
@@ -154,7 +141,7 @@ def train(opts: dict) -> None:
         callbacks.append(PutVal(every_step=True))
     with tf.Graph().as_default():
         config = cls(
-            model=IdModel(),
+            model=IdModel(N_ITEMS),
             data=QueueInput(df) if opts.get("queue") else FeedInput(df),
             callbacks=callbacks,
             extra_callbacks=[PreemptionSaver(), ProgressBar()],
@@ -349,7 +336,7 @@ def test_the_record_round_trips_and_damaged_records_are_named(tmp_path):
 def _train_here(logdir, config_cls=TrainConfig, df=None, callbacks=(), **kw):
     with tf.Graph().as_default():
         config = config_cls(
-            model=IdModel(),
+            model=IdModel(N_ITEMS),
             dataflow=df if df is not None else dataflow(0),
             callbacks=list(callbacks),
             extra_callbacks=[PreemptionSaver()],
@@ -405,7 +392,9 @@ def test_a_record_that_contradicts_its_checkpoint_is_an_error(tmp_path):
         tf.Graph().as_default(),
         pytest.raises(ValueError, match="records global_step 3, but the checkpoint holds"),
     ):
-        AutoResumeTrainConfig(model=IdModel(), dataflow=dataflow(0), logdir=str(logdir), exact_resume=True)
+        AutoResumeTrainConfig(
+            model=IdModel(N_ITEMS), dataflow=dataflow(0), logdir=str(logdir), exact_resume=True
+        )
 
 
 def test_a_dataflow_that_cannot_track_its_position_is_named(tmp_path):
@@ -442,7 +431,7 @@ def test_ranks_without_an_all_reduce_refuse_a_pipeline_in_completion_order(tmp_p
 
 def test_exact_resume_is_a_bool():
     with pytest.raises(TypeError, match="exact_resume= must be True or False"):
-        TrainConfig(model=IdModel(), dataflow=dataflow(0), exact_resume="yes")
+        TrainConfig(model=IdModel(N_ITEMS), dataflow=dataflow(0), exact_resume="yes")
 
 
 # ---- batch policy ------------------------------------------------------------------------------

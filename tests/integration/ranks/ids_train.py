@@ -4,9 +4,10 @@ Usage: ids_train.py LOGDIR [STEP_SECONDS]
 N_ITEMS items ``[id, x]`` in a shuffled, sharded dataset; batches of BATCH made in 2 worker
 processes; the trainer of the launcher's backend (``default_trainer``);
 ``AutoResumeTrainConfig(exact_resume=True)``; a checkpoint every epoch (and on pre-emption); EPOCHS
-epochs. Every step appends ``<global_step> <id> <id> ...`` (the ids it trained
-on) to LOGDIR/ids.<pid>; each rank appends ``start <pid> <rank> <world_size> <epoch> <global_step>``
-when training starts and ``epoch <pid> <epoch> <global_step>`` before each epoch to LOGDIR/events.
+epochs. Every step that succeeds appends ``<global_step> <id> <id> ...`` (the ids it trained on) to
+LOGDIR/ids.<pid>; each rank appends ``start <pid> <rank> <world_size> <epoch> <global_step> <attempt>``
+when training starts, ``epoch <pid> <epoch> <global_step>`` before each epoch and, after a resize in place,
+``resized <pid> <rank> <world_size> <global_step>`` to LOGDIR/events.
 """
 
 import os
@@ -42,13 +43,7 @@ class Items(ArrayDataset):
         self._init_order(True, training=True, seed=7, remainder="drop")
 
 
-_running = [0]  # the global step being run: set by Events before each run (a read of the global-step
-# variable in the graph may come after the same run's increment)
-
-
-def _log_ids(ids):
-    with open(logdir / f"ids.{os.getpid()}", "a") as f:
-        f.write(" ".join(str(int(v)) for v in [_running[0], *ids]) + "\n")
+def _slow(ids):
     time.sleep(step_s)
     return ids
 
@@ -58,7 +53,7 @@ class Linear(ModelDesc):
         return [tf.TensorSpec([None], tf.int64, "ids"), tf.TensorSpec([None, DIM], tf.float32, "x")]
 
     def build_graph(self, ids, x):
-        ids = tfv1.py_func(_log_ids, [ids], tf.int64, stateful=True)
+        ids = tf.identity(tfv1.py_func(_slow, [ids], tf.int64, stateful=True), name="trained_ids")
         w = tfv1.get_variable("w", [DIM], initializer=tfv1.zeros_initializer())
         with tf.control_dependencies([ids]):
             return tf.reduce_mean(tf.square(tf.reduce_sum(x * w, axis=1) - 1.0), name="cost")
@@ -74,16 +69,35 @@ class Events(Callback):
         with open(logdir / "events", "a") as f:
             f.write(line + "\n")
 
+    def _setup_graph(self):
+        (self._ids,) = [
+            op.outputs[0] for op in self.graph.get_operations() if op.name.endswith("trained_ids")
+        ]
+        self._generation = int(os.environ.get("TOWERPACK_RESIZE_GENERATION", 0))
+
     def _before_train(self):
-        t = self.trainer
-        self._write(f"start {os.getpid()} {os.environ.get('RANK', 0)} {os.environ.get('WORLD_SIZE', 1)} "
-                    f"{t.starting_epoch} {self.global_step}")  # fmt: skip
+        t, env = self.trainer, os.environ
+        self._write(f"start {os.getpid()} {env.get('RANK', 0)} {env.get('WORLD_SIZE', 1)} "
+                    f"{t.starting_epoch} {self.global_step} {env.get('RESTART_COUNT', 0)}")  # fmt: skip
 
     def _before_epoch(self):
         self._write(f"epoch {os.getpid()} {self.epoch_num} {self.global_step}")
 
     def _before_run(self, ctx):
-        _running[0] = self.global_step + 1
+        self._running = self.global_step + 1  # this step's number (the counter moves after the run)
+        return tfv1.train.SessionRunArgs(fetches=self._ids)
+
+    def _after_run(self, run_context, run_values):  # only after a step that succeeded
+        with open(logdir / f"ids.{os.getpid()}", "a") as f:
+            f.write(" ".join(str(int(v)) for v in [self._running, *run_values.results]) + "\n")
+
+    def _trigger_step(self):
+        resize = getattr(self.trainer, "resize", None)
+        generation = resize.channel.generation if resize is not None else 0
+        if generation != self._generation:  # the first step after a regroup (a joiner's first step too)
+            rank, size = os.environ.get("RANK"), self.trainer.size
+            self._write(f"resized {os.getpid()} {rank} {size} {self.global_step}")
+        self._generation = generation
 
 
 trainer = default_trainer()  # on a parameter-server task (tf-server): serves, then exits

@@ -16,7 +16,8 @@ import uuid
 from towerpack.launcher import failover, joining, net, probe, watchdog
 from towerpack.launcher.console import say
 from towerpack.launcher.coordinator import welcome_for
-from towerpack.launcher.elastic import ElasticCoordinator, ElasticServer, Standing, Takeover
+from towerpack.launcher.elastic import ElasticCoordinator, Takeover
+from towerpack.launcher.elastic_server import ElasticServer, Standing
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.events import CoordinatorLost, LocalStopDone, Message, SignalReceived
 from towerpack.launcher.failover import Next
@@ -38,6 +39,8 @@ from towerpack.launcher.protocol import (
     Members,
     Probe,
     Probed,
+    Ranks,
+    Resize,
     Signalled,
     Start,
     Stop,
@@ -163,6 +166,7 @@ class Agent:
             spec.output,
             lambda e: self.channel.send(Exited(e)),
             spec.cpu_bind,
+            lambda states: self.channel.send(Ranks(self.group.attempt, states)),
         )
         self.coordinator = f"node 0 at {net.host_port(spec.master_addr, spec.master_port)}"
         self.last: Members | None = None  # the membership last agreed to (elastic jobs)
@@ -225,6 +229,9 @@ class Agent:
             self._reply_owed = True
             if self._stopper is None:  # else: the stop of this node's own signal is under way
                 self._stop(msg.request)
+        elif isinstance(msg, Resize):
+            if msg.attempt == self.group.attempt:  # else: a resize of an attempt this node has stopped
+                self.group.resize(msg.generation, list(msg.tasks))
         elif isinstance(msg, Hurry):
             self.group.hurry()
         elif isinstance(msg, Probe):

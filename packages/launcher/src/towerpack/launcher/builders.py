@@ -20,7 +20,7 @@ from towerpack.launcher import job_secret, net, slurm
 from towerpack.launcher.console import Bars
 from towerpack.launcher.errors import UsageError
 from towerpack.launcher.hosts import HostSlots, parse_hostfile, parse_hosts
-from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange, ResizeMode
 from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.ports import check_port
@@ -154,6 +154,7 @@ def elastic_node(a: argparse.Namespace, env: dict, common: dict) -> LaunchSpec:
     return LaunchSpec(
         mode=Mode.NODE, role=Role.COORDINATOR if first else Role.AGENT, slots=slots, cuda=cuda,
         nnodes=a.elastic.max_nodes, elastic=a.elastic, rendezvous_timeout=a.rendezvous_timeout,
+        resize=ResizeMode(a.resize),
         master_addr=master_addr, master_port=master_port, masters=masters, node_addr=node_addr,
         iface=a.network_interface, secret=job_secret.for_node_mode(env, a.secret_file), **common,
     )  # fmt: skip

@@ -10,7 +10,7 @@ import sys
 from towerpack.launcher import builders, console
 from towerpack.launcher.console import Bars
 from towerpack.launcher.errors import USAGE_EXIT, UsageError
-from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, ResizeMode
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.protocol import HEARTBEAT_TIMEOUT_S
 from towerpack.launcher.spec import LaunchSpec, Role
@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=RENDEZVOUS_TIMEOUT_S,
         metavar="S",
         help=f"elastic: with fewer than MIN nodes left, wait this long for more ({RENDEZVOUS_TIMEOUT_S:g})",
+    )
+    nodes.add_argument(
+        "--resize",
+        choices=[m.value for m in ResizeMode],
+        default=ResizeMode.IN_PLACE.value,
+        help="elastic: when a node is lost or joins, regroup the running ranks in place where they can "
+        "(in-place, the default) or restart every rank from its checkpoint (restart)",
     )
     nodes.add_argument(
         "--heartbeat-timeout",

@@ -1,5 +1,6 @@
-"""The coordinator of an elastic job (``--nnodes MIN:MAX``): nodes may be lost or join while it runs,
-and every change restarts the ranks at the new size from their last checkpoint. Node 0 coordinates
+"""The coordinator of an elastic job (``--nnodes MIN:MAX``): nodes may be lost or join while it runs. A
+change resizes the job in place where every rank can regroup (:mod:`towerpack.launcher.in_place`), and
+otherwise restarts the ranks at the new size from their last checkpoint. Node 0 coordinates
 first; when it is lost, a surviving node takes over (:mod:`towerpack.launcher.failover`) and runs the
 same loop on from there, as long as the survivors hold a quorum (:mod:`towerpack.launcher.quorum`)."""
 
@@ -10,19 +11,19 @@ import enum
 import queue
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from towerpack.launcher import failover, job_secret, net, probe
-from towerpack.launcher.admission import ControlServer, Problem, check_info
+from towerpack.launcher import failover, in_place, job_secret, net, probe
 from towerpack.launcher.console import say
 from towerpack.launcher.coordinator import Coordinator, StartupError, _unique
-from towerpack.launcher.errors import USAGE_EXIT, Refusal
+from towerpack.launcher.elastic_server import ElasticServer
+from towerpack.launcher.errors import USAGE_EXIT
 from towerpack.launcher.events import (
     NodeAgreed,
     NodeJoined,
     NodeLost,
     NodeSignalled,
+    RanksChanged,
     SignalReceived,
     TaskEnded,
 )
@@ -39,7 +40,7 @@ from towerpack.launcher.nodes import LocalNode, NodeState, RemoteNode, change_re
 from towerpack.launcher.plan import Backend, build_tasks, elastic_ports
 from towerpack.launcher.ports import HeldPorts
 from towerpack.launcher.probe import ProbeListener
-from towerpack.launcher.protocol import Connection, Join, Loss, Member, Members, ProbeTarget
+from towerpack.launcher.protocol import Loss, Member, Members, ProbeTarget
 from towerpack.launcher.quorum import Quorum
 from towerpack.launcher.results import Failure, JobState, RunResult
 from towerpack.launcher.signals import Received
@@ -49,110 +50,8 @@ from towerpack.launcher.tasks import StopRequest, TaskKind
 
 #: Seconds past the heartbeat timeout that a member has to agree to a membership before it counts as lost.
 AGREE_SLACK_S = 2.0
-
-
-class Standing(enum.Enum):
-    """What an elastic job's node answers a launcher that connects to its control port."""
-
-    COORDINATING = "coordinating"  # admits it (the coordinator)
-    FOLLOWING = "following"  # sends it to the coordinator (ELSEWHERE)
-    SEEKING = "seeking"  # BUSY: it lost its coordinator and is finding the next one
-
-
-class ElasticServer(ControlServer):
-    """The control port of an elastic job's node: every node listens, so that any of them can take over
-    from a lost coordinator and a joining launcher can ask any of them where the coordinator is.
-
-    Coordinating, it admits any agent of the same job (same MIN:MAX, ``--ps`` and backend) while the job
-    has fewer than MAX nodes, members and newcomers together; each gets the next node id (never
-    reused), except a member of the membership it took over (``coordinate``), which keeps its id.
-    """
-
-    def __init__(
-        self, spec: LaunchSpec, addr: str, port: int, welcome, events, standing=Standing.COORDINATING
-    ):
-        self.spec = spec  # before the server starts: its first agent may come at once
-        self.standing = standing
-        self.me = 0  # this node's id
-        self.next_id = 1
-        self.rejoining: frozenset[int] = frozenset()  # members of the membership taken over
-        self._leader = "node 0"  # whom ELSEWHERE names
-        super().__init__(addr, port, spec.secret, spec.nnodes, set(), spec.n_ps, welcome, events)
-
-    def follow(self, addr: str, port: int, who: str) -> None:
-        """Send joining launchers to the coordinator ``who`` at ``addr:port``."""
-        with self._cond:
-            self.standing, self.elsewhere, self._leader = Standing.FOLLOWING, (addr, port), who
-
-    def seek(self) -> None:
-        with self._cond:
-            self.standing = Standing.SEEKING
-
-    def coordinate(self, last: Members) -> None:
-        """Take over from the coordinator of ``last``: its members may rejoin with their ids."""
-        ids = {m.node for m in last.members}
-        with self._cond:
-            self.me, self.rejoining = last.you, frozenset(ids - {last.you})
-            self.next_id = max(self.next_id, last.next_id, max(ids) + 1)
-            self.standing, self.elsewhere = Standing.COORDINATING, None
-
-    def _worth_saying(self, refusal: Refusal) -> bool:
-        return self.standing is Standing.COORDINATING  # a node that does not coordinate only redirects
-
-    def live(self) -> list[RemoteNode]:
-        """The agents still connected, in join order."""
-        return [n for n in self.joined.values() if n.state is NodeState.REACHABLE]
-
-    def _check(self, join: Join) -> Problem | None:
-        if self.standing is Standing.FOLLOWING:
-            where = net.host_port(*self.elsewhere)
-            return Refusal.ELSEWHERE, f"{self._leader} coordinates this job, at {where}"
-        if self.standing is Standing.SEEKING:
-            return Refusal.BUSY, "this node lost the job's coordinator and is finding the next one"
-        spec, r = self.spec, self.spec.elastic
-        if (join.min_nodes, join.max_nodes, join.n_ps, join.backend) != (
-            r.min_nodes,
-            r.max_nodes,
-            spec.n_ps,
-            spec.backend.value,
-        ):
-            theirs = f"{join.min_nodes}:{join.max_nodes}" if join.max_nodes else str(join.nnodes)
-            return Refusal.MISMATCH, (
-                f"node {self.me} runs --nnodes {r} --ps {spec.n_ps} --backend {spec.backend.value}, "
-                f"this node --nnodes {theirs} --ps {join.n_ps} --backend {join.backend or '?'}"
-            )
-        if join.member in self.joined:  # its earlier connection may not have ended here yet
-            return Refusal.BUSY, f"node {join.member} has already joined"
-        if len(self.live()) + 1 >= r.max_nodes:
-            return Refusal.FULL, f"the job already runs on its maximum of {r.max_nodes} node(s)"
-        problem = check_info(join.info, elastic_ports(join.info.slots, spec.n_ps))
-        return (Refusal.MISMATCH, problem) if problem else None
-
-    def _admit(self, conn: Connection, join: Join) -> None:
-        if join.member in self.rejoining:
-            node = join.member
-        else:
-            node, self.next_id = self.next_id, self.next_id + 1
-        info = dataclasses.replace(join.info, node=node)
-        self.joined[node] = RemoteNode(conn, info, self.events, self.welcome)
-        self.events.put(NodeJoined(node))
-
-    def wait_until(self, done: Callable[[], bool], timeout: float, abort) -> bool:
-        """Wait up to ``timeout`` s for ``done()`` (checked as agents come and go); ``abort()`` may raise."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not done() and time.monotonic() < deadline:
-                abort()
-                self._cond.wait(0.1)
-            return done()
-
-    def wait_for(self, count: int, timeout: float, abort, settle: float = 0.0) -> int:
-        """Wait up to ``timeout`` s until ``count`` agents are connected, then up to ``settle`` s more for
-        others (up to MAX); returns how many are connected. ``abort()`` may raise to give up."""
-        most = self.spec.elastic.max_nodes - 1
-        if self.wait_until(lambda: len(self.live()) >= count, timeout, abort):
-            self.wait_until(lambda: len(self.live()) >= most, settle, abort)
-        return len(self.live())
+#: Seconds at least that every rank has to take a plan of a resize in place before the job restarts instead.
+REGROUP_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -180,6 +79,8 @@ class _Why(enum.Enum):
     SIGNAL = "signal"  # a signal, here or on a node
     LOST = "lost"  # a member node was lost
     JOINED = "joined"  # a node joined
+    RESIZE_FAILED = "resize failed"  # a resize in place did not end: restart at the new size
+    ENDED = "ended"  # the job cannot go on (``result`` says why)
 
 
 @dataclass(frozen=True)
@@ -188,6 +89,7 @@ class _End:
     failure: Failure | None = None
     signal: int | None = None
     origin: str = ""
+    result: RunResult | None = None
 
 
 class ElasticCoordinator(Coordinator):
@@ -196,8 +98,9 @@ class ElasticCoordinator(Coordinator):
     Start: wait for MIN nodes (``--start-timeout``), then ``SETTLE_S`` for more, then attempt 0. Each
     attempt numbers the member nodes densely in join order (the coordinator first), so ``RANK``/
     ``WORLD_SIZE`` stay dense; before it starts, every member is told the membership and must agree
-    (``_agree``). A member lost: every rank gets SIGUSR1 (``LOSS_GRACE_S`` to checkpoint), then SIGTERM
-    and SIGKILL; a node joining below MAX: SIGUSR1 with ``--grace-period``. Either way the next attempt
+    (``_agree``). Unless the job is resized in place (``in_place.InPlace``), a member lost: every rank
+    gets SIGUSR1 (``LOSS_GRACE_S`` to checkpoint), then SIGTERM and SIGKILL; a node joining below MAX:
+    SIGUSR1 with ``--grace-period``. Either way the next attempt
     runs on the nodes connected then, and does not use up ``--max-restarts``, provided they are a
     quorum of the last agreed membership (:mod:`towerpack.launcher.quorum`): else this side of a
     partition stops. A task failing with every node still answering is a failure, restarted at the
@@ -215,6 +118,7 @@ class ElasticCoordinator(Coordinator):
         self.me = takeover.last.you if takeover else 0
         self.quorum: Quorum | None = None  # the last agreed membership (None before the first)
         self._epoch = 0
+        self._ended: RunResult | None = None  # how an agreement made while resizing in place ended
 
     @classmethod
     def successor(
@@ -375,12 +279,19 @@ class ElasticCoordinator(Coordinator):
                 "TOWERPACK_NNODES_RANGE": str(spec.elastic),
                 "TOWERPACK_PREVIOUS_WORLD_SIZE": str(previous or world),
             }
+            resizes = None
+            if in_place.offered(spec):
+                extra.update(in_place.rank_env(self.welcome.heartbeat_timeout))
+                timeout = max(REGROUP_TIMEOUT_S, 3 * self.welcome.heartbeat_timeout)
+                resizes = in_place.InPlace(self, attempt, cfg, extra, timeout)
             plan = build_tasks(dense, cfg, attempt, extra)
             if attempt:
                 say(f"attempt {attempt} ({reason.value}): {len(members)} node(s), world size {world}{took}")
             for i, node in enumerate(members):
                 node.start(plan[i], attempt)
-            end = self._watch_elastic(world, attempt)
+            end = self._watch_elastic(world, attempt, resizes)
+            if end.result is not None:
+                return self._result(end.result)
             ended = time.monotonic()
             stop = self._stop_all(self._stop_request(end), attempt)
             stopped = time.monotonic()
@@ -394,8 +305,8 @@ class ElasticCoordinator(Coordinator):
                 )
             if end.why is _Why.DONE:  # a node lost after every worker succeeded changes nothing
                 return self._result(RunResult(JobState.SUCCEEDED, 0))
-            lost = [n for n in members if n.state is NodeState.LOST]
-            if lost or end.why is _Why.JOINED:
+            lost = [n for n in self.nodes if n.state is NodeState.LOST]
+            if lost or end.why in (_Why.JOINED, _Why.RESIZE_FAILED):
                 failed = self._regroup(lost)
                 if failed:
                     return self._result(failed)
@@ -474,32 +385,81 @@ class ElasticCoordinator(Coordinator):
             return Member(info.node, info.hostname, self.spec.master_addr, self.server.port, info.slots)
         return Member(info.node, info.hostname, info.addr, info.control_port or 0, info.slots)
 
-    def _watch_elastic(self, workers: int, attempt: int) -> _End:
+    def _watch_elastic(self, workers: int, attempt: int, resizes: in_place.InPlace | None = None) -> _End:
         """Wait until every worker succeeded, a task failed, a member was lost, a node joined or a signal
-        came. Events about nodes that are no longer (or not yet) members are left alone."""
-        members = {n.info.node for n in self.nodes}
-        left = workers
+        came; with ``resizes``, a lost or joining node is taken in place where the ranks can. Events about
+        nodes that are no longer (or not yet) members are left alone."""
+        succeeded: set[tuple[int, object]] = set()
         while True:
-            event = self.events.get()
+            members = {n.info.node for n in self.nodes}
+            try:
+                event = self.events.get(timeout=0.5 if resizes is not None and resizes.busy else None)
+            except queue.Empty:
+                late = resizes.overdue()
+                if late:
+                    say(f"{late}; restarting every rank")
+                    return _End(_Why.RESIZE_FAILED)
+                continue
             if isinstance(event, SignalReceived):
                 return _End(_Why.SIGNAL, signal=event.signal)
             if isinstance(event, NodeSignalled) and event.node in members:
                 return _End(_Why.SIGNAL, signal=event.signal, origin=self._node_name(event.node))
             if isinstance(event, NodeLost) and event.node in members:
-                say(f"{self._node_name(event.node)} lost ({event.why}); stopping every rank")
+                say(f"{self._node_name(event.node)} lost ({event.why})")
+                gone = [n for n in self.nodes if n.state is NodeState.LOST]
+                if resizes is not None and resizes.lost(gone):
+                    if self._ended:
+                        return _End(_Why.ENDED, result=self._ended)
+                    continue
+                say("stopping every rank")
                 return _End(_Why.LOST)
             if isinstance(event, NodeJoined) and self._newcomers():
+                if resizes is not None and resizes.joined(self._newcomers()):
+                    if self._ended:
+                        return _End(_Why.ENDED, result=self._ended)
+                    continue
                 who = ", ".join(self._node_name(n.info.node) for n in self._newcomers())
                 say(f"{who} joined; asking every rank to checkpoint and stop, to restart at the larger size")
                 return _End(_Why.JOINED)
-            if not isinstance(event, TaskEnded) or event.exit.attempt != attempt:
+            if isinstance(event, RanksChanged) and resizes is not None:
+                failed = resizes.ranks_changed()
+                if failed:
+                    say(f"{failed}; restarting every rank")
+                    return _End(_Why.RESIZE_FAILED)
+                continue
+            if not isinstance(event, TaskEnded) or event.exit.attempt != attempt or event.node not in members:
                 continue
             if event.exit.code != 0:
+                if resizes is not None and resizes.busy:
+                    failure = Failure.of_exit(event.node, event.exit)
+                    say(f"{failure.who()} failed while resizing in place ({failure.reason}); restarting")
+                    return _End(_Why.RESIZE_FAILED)
                 return _End(_Why.FAILURE, failure=Failure.of_exit(event.node, event.exit))
             if event.exit.kind is TaskKind.WORKER:
-                left -= 1
-                if left == 0:
+                succeeded.add((event.node, event.exit.task))
+                world = resizes.world() if resizes is not None else workers
+                if sum(1 for node, _ in succeeded if node in members) >= world:
                     return _End(_Why.DONE)
+
+    # -- what a resize in place asks of the coordinator ----------------------------------------------------
+    def drop_member(self, node) -> None:
+        """Take a lost member out of the membership, recording the change."""
+        world = sum(n.info.slots for n in self.nodes)
+        self.nodes.remove(node)
+        reason, detail = _loss_record(node.channel.lost, self.welcome)
+        self._record(node.info.node, node.info.hostname, reason, detail, world, world - node.info.slots)
+
+    def add_member(self, node) -> None:
+        """Take a joined node into the membership, recording the change."""
+        world = sum(n.info.slots for n in self.nodes)
+        self.nodes.append(node)
+        info = node.info
+        self._record(info.node, info.hostname, ChangeReason.JOINED, "joined", world, world + info.slots)
+
+    def agree_in_place(self, attempt: int) -> RunResult | None:
+        """The members agree to the membership resized in place; a failure (or stop) is kept for the loop."""
+        self._ended = self._agree(attempt)
+        return self._ended
 
     def _stop_request(self, end: _End) -> StopRequest:
         """A signal is passed on as it came; a membership change asks for a checkpoint first (SIGUSR1),
@@ -509,7 +469,7 @@ class ElasticCoordinator(Coordinator):
             return StopRequest(end.signal, grace)
         if end.why is _Why.JOINED:
             return StopRequest(signal.SIGUSR1, grace)
-        if end.why is _Why.LOST:
+        if end.why in (_Why.LOST, _Why.RESIZE_FAILED):
             if not self._keeps_quorum():  # this side stops for good: a checkpoint could race the others'
                 return StopRequest(None, FAILURE_GRACE_S)
             return StopRequest(signal.SIGUSR1, min(LOSS_GRACE_S, grace))

@@ -71,6 +71,13 @@ class NodeAgreed:
 
 
 @dataclass(frozen=True)
+class RanksChanged:
+    """What the ranks of ``node`` say of resizing in place has changed (elastic jobs)."""
+
+    node: int
+
+
+@dataclass(frozen=True)
 class NodeProbed:
     """``node`` tried to reach the other nodes; ``problems`` names those it could not."""
 

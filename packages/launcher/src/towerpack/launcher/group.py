@@ -12,8 +12,10 @@ from collections.abc import Callable
 from towerpack.launcher import resources
 from towerpack.launcher.job_secret import SECRET_VAR
 from towerpack.launcher.output import OutputOptions, StreamCopier, log_paths
+from towerpack.launcher.resize_slots import ResizeSlots
 from towerpack.launcher.tagging import TAG_VAR, terminate
 from towerpack.launcher.tasks import Exit, StopRequest, Task, TaskId, TaskKind
+from towerpack.utils.resize_files import SlotState
 
 #: Seconds between SIGTERM and SIGKILL when a job is stopped because it failed or finished.
 FAILURE_GRACE_S = 3.0
@@ -36,6 +38,7 @@ class LocalGroup:
         output: OutputOptions,
         on_exit: Callable[[Exit], None],
         cpu_bind: bool = False,
+        on_ranks: Callable[[tuple[SlotState, ...]], None] | None = None,
     ):
         self.host = host
         self.argv = argv
@@ -51,6 +54,9 @@ class LocalGroup:
         self._hurry = threading.Event()
         # Held while reaping a rank and while signalling ranks not yet reaped; notified at each reap.
         self._reaped = threading.Condition()
+        self._on_ranks = on_ranks
+        #: The attempt's resize files, when the coordinator offers resizes in place.
+        self.slots: ResizeSlots | None = None
 
     def start(self, tasks: list[Task], attempt: int) -> None:
         self._stopping = False
@@ -59,6 +65,12 @@ class LocalGroup:
         with self._reaped:
             self._procs = {}
         self._waiters = []
+        if self.slots is not None:
+            self.slots.close()
+            self.slots = None
+        if ResizeSlots.wanted(tasks):
+            self.slots = ResizeSlots(self._on_ranks)
+            tasks = self.slots.prepare(tasks)
         shares = resources.core_sets(self._cores, max(len(tasks), 1))
         for task, cores in zip(tasks, shares, strict=False):
             env = {k: v for k, v in os.environ.items() if k != SECRET_VAR}
@@ -122,6 +134,8 @@ class LocalGroup:
         """Stop every process of the group (see ``StopRequest``); returns how many workers were still
         running when the grace period of a forwarded signal ended."""
         self._stopping = True
+        if self.slots is not None:
+            self.slots.stopping()
         killed = 0
         grace = request.grace
         if request.signal is not None:
@@ -131,7 +145,25 @@ class LocalGroup:
         terminate(self.tag, grace, signal_groups=self._signal_live_groups, hurry=self._hurry)
         for waiter in self._waiters:
             waiter.join(timeout=3.0)
+        if self.slots is not None:
+            self.slots.close()
+            self.slots = None
         return killed
+
+    @property
+    def attempt(self) -> int:
+        """The attempt whose tasks this group runs (-1 before the first)."""
+        return self._attempt
+
+    def resize(self, generation: int, tasks: list[Task]) -> None:
+        """Tell this node's ranks of a resize in place: slot i takes on ``tasks[i]``'s environment."""
+        if self.slots is None:
+            raise RuntimeError("this node's ranks were not started for resizes in place")
+        self.slots.publish(generation, tasks)
+
+    def rank_states(self) -> tuple[SlotState, ...]:
+        """What this node's ranks last said of resizing in place (nothing: not offered)."""
+        return self.slots.states() if self.slots is not None else ()
 
     def hurry(self) -> None:
         """End the grace period of the stop in progress now."""

@@ -18,6 +18,13 @@ LOSS_GRACE_S = 5.0
 RENDEZVOUS_TIMEOUT_S = 300.0
 
 
+class ResizeMode(enum.Enum):
+    """What an elastic job does when a node is lost or joins (``--resize``)."""
+
+    IN_PLACE = "in-place"  # the ranks that can keep their process and regroup; the others restart
+    RESTART = "restart"  # every rank checkpoints, stops and starts again at the new size
+
+
 @dataclass(frozen=True)
 class NodeRange:
     """``--nnodes MIN:MAX``: the job runs on any number of nodes in this range."""

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from towerpack.launcher import net, probe
-from towerpack.launcher.events import NodeAgreed, NodeLost, NodeProbed, NodeSignalled, TaskEnded
+from towerpack.launcher.events import NodeAgreed, NodeLost, NodeProbed, NodeSignalled, RanksChanged, TaskEnded
 from towerpack.launcher.group import LocalGroup
 from towerpack.launcher.hub import Channel
 from towerpack.launcher.membership import ChangeReason
@@ -30,6 +30,8 @@ from towerpack.launcher.protocol import (
     Probe,
     Probed,
     ProbeTarget,
+    Ranks,
+    Resize,
     Signalled,
     Start,
     Stop,
@@ -38,6 +40,7 @@ from towerpack.launcher.protocol import (
 )
 from towerpack.launcher.spec import LaunchSpec, Mode
 from towerpack.launcher.tasks import StopRequest, Task
+from towerpack.utils.resize_files import SlotState
 
 
 def local_info(
@@ -89,12 +92,25 @@ class LocalNode:
         self.held = held
         self._events = events
         self.group = LocalGroup(
-            info.hostname, argv, tag, output, lambda e: events.put(TaskEnded(info.node, e)), cpu_bind
+            info.hostname,
+            argv,
+            tag,
+            output,
+            lambda e: events.put(TaskEnded(info.node, e)),
+            cpu_bind,
+            lambda states: events.put(RanksChanged(self.info.node)),
         )
 
     def start(self, tasks: list[Task], attempt: int) -> None:
         self.held.release(self.info.ports[-1])  # MASTER_PORT: the ranks' own code may bind it
         self.group.start(tasks, attempt)
+
+    def resize(self, attempt: int, generation: int, tasks: list[Task]) -> None:
+        if attempt == self.group.attempt:
+            self.group.resize(generation, tasks)
+
+    def rank_states(self, attempt: int) -> tuple[SlotState, ...]:
+        return self.group.rank_states() if attempt == self.group.attempt else ()
 
     def request_stop(self, request: StopRequest) -> None:
         """Start stopping this node's processes (``wait_stopped`` returns when they are)."""
@@ -139,6 +155,7 @@ class RemoteNode:
         self._stopped = threading.Event()
         self._killed = 0
         self.agreed = -1  # the last membership epoch it agreed to (elastic jobs)
+        self._ranks: Ranks | None = None  # what its ranks last said of resizing in place
         self.channel = Channel(
             conn, welcome.heartbeat_interval, welcome.heartbeat_timeout, self._on_message, self._on_lost
         )
@@ -158,6 +175,9 @@ class RemoteNode:
         elif isinstance(msg, Agreed):
             self.agreed = msg.epoch
             self._events.put(NodeAgreed(node, msg.epoch))
+        elif isinstance(msg, Ranks):
+            self._ranks = msg
+            self._events.put(RanksChanged(node))
 
     def _on_lost(self, loss: Loss) -> None:
         self.state = NodeState.LOST
@@ -170,6 +190,13 @@ class RemoteNode:
     def start(self, tasks: list[Task], attempt: int) -> None:
         # A failed send reports the loss: the attempt then ends instead of waiting for these tasks.
         self.channel.send(Start(attempt, tuple(tasks)))
+
+    def resize(self, attempt: int, generation: int, tasks: list[Task]) -> None:
+        self.channel.send(Resize(attempt, generation, tuple(tasks)))
+
+    def rank_states(self, attempt: int) -> tuple[SlotState, ...]:
+        ranks = self._ranks
+        return ranks.states if ranks is not None and ranks.attempt == attempt else ()
 
     def request_stop(self, request: StopRequest) -> None:
         """Ask the agent to stop (``wait_stopped`` returns when it has)."""

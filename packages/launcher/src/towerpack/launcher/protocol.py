@@ -58,6 +58,7 @@ from towerpack.launcher.errors import (
 )
 from towerpack.launcher.plan import NodeInfo
 from towerpack.launcher.tasks import Exit, StopRequest, Task
+from towerpack.utils.resize_files import SlotState
 
 #: Seconds between heartbeats, and without any frame before a peer is lost (``--heartbeat-timeout``).
 HEARTBEAT_INTERVAL_S = 1.0
@@ -93,6 +94,8 @@ class Kind(enum.Enum):
     FINISH = "finish"
     MEMBERS = "members"
     AGREED = "agreed"
+    RESIZE = "resize"
+    RANKS = "ranks"
 
 
 class Side(enum.Enum):
@@ -255,15 +258,34 @@ class Agreed:
     epoch: int
 
 
+@dataclass(frozen=True)
+class Resize:
+    """Coordinator (elastic jobs that resize in place): the ranks of attempt ``attempt`` on this node take
+    on the environment of ``tasks`` (slot i: ``tasks[i]``) as generation ``generation`` of the attempt."""
+
+    attempt: int
+    generation: int
+    tasks: tuple[Task, ...]
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Agent: what the ranks of attempt ``attempt`` on this node last said of resizing in place."""
+
+    attempt: int
+    states: tuple[SlotState, ...]
+
+
 Message = (
     Hello | Challenge | Join | Welcome | Reject | Heartbeat | Probe | Probed | Start | Stop | Hurry
-    | Stopped | Exited | Signalled | Finish | Members | Agreed
+    | Stopped | Exited | Signalled | Finish | Members | Agreed | Resize | Ranks
 )  # fmt: skip
 _CLASSES: dict[Kind, type] = {
     Kind.HELLO: Hello, Kind.CHALLENGE: Challenge, Kind.JOIN: Join, Kind.WELCOME: Welcome,
     Kind.REJECT: Reject, Kind.HEARTBEAT: Heartbeat, Kind.PROBE: Probe, Kind.PROBED: Probed,
     Kind.START: Start, Kind.STOP: Stop, Kind.HURRY: Hurry, Kind.STOPPED: Stopped, Kind.EXITED: Exited,
     Kind.SIGNALLED: Signalled, Kind.FINISH: Finish, Kind.MEMBERS: Members, Kind.AGREED: Agreed,
+    Kind.RESIZE: Resize, Kind.RANKS: Ranks,
 }  # fmt: skip
 _KINDS = {cls: kind for kind, cls in _CLASSES.items()}
 

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from towerpack.launcher.hosts import HostSlots
-from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange
+from towerpack.launcher.membership import RENDEZVOUS_TIMEOUT_S, NodeRange, ResizeMode
 from towerpack.launcher.output import OutputOptions
 from towerpack.launcher.plan import Backend
 from towerpack.launcher.protocol import HEARTBEAT_TIMEOUT_S
@@ -54,6 +54,7 @@ class LaunchSpec:
     node_rank: int = 0  # elastic agents: given at each rendezvous, not here
     elastic: NodeRange | None = None  # --nnodes MIN:MAX
     rendezvous_timeout: float = RENDEZVOUS_TIMEOUT_S  # elastic: wait this long when fewer than MIN are left
+    resize: ResizeMode = ResizeMode.IN_PLACE  # elastic: how a change of nodes is taken
     master_addr: str = "127.0.0.1"  # where the coordinator listens
     master_port: int | None = None  # the coordinator's control port (node and ssh modes)
     masters: tuple[tuple[str, int], ...] = ()  # elastic: every --master address (node 0's first)

@@ -19,6 +19,7 @@ from .callbacks.group import Callbacks
 from .callbacks.monitor import MonitorBase, Monitors
 from .callbacks.steps import MaintainStepCounter
 from .choice import Choice
+from .common import get_global_step_var
 from .compat import tf, tfv1
 from .config import DEFAULT_CALLBACKS, DEFAULT_MONITORS, TrainConfig
 from .cpu_kernels import check_cpu_kernels
@@ -131,6 +132,8 @@ class Trainer:
         self._epoch_steps_done = 0
         #: Position tracking (``exact_resume``): the data's tracker and this run's count; None when off.
         self.position_keeper: PositionKeeper | None = None
+        #: Resizes in place (an elastic job's HorovodTrainer), or None.
+        self.resize = None
 
     @property
     def global_step(self) -> int:
@@ -320,18 +323,42 @@ class Trainer:
                 callbacks.before_train()
                 if self.global_step:
                     logger.info("Starting at epoch %d, global_step %d", starting_epoch, self.global_step)
-                for self.epoch_num in range(starting_epoch, max_epoch + 1):
-                    first = start_step if self.epoch_num == starting_epoch else 0
+                resize = self.resize
+                if resize is not None:
+                    resize.start()
+                    if resize.channel.joining:
+                        at = resize.join()
+                        starting_epoch, start_step, self.steps_per_epoch = (
+                            at.epoch,
+                            at.step,
+                            at.steps_per_epoch,
+                        )
+                epoch = starting_epoch
+                while epoch <= max_epoch:
+                    self.epoch_num = epoch
+                    first = start_step if epoch == starting_epoch else 0
                     self.epoch_start_step = self._epoch_steps_done = first
                     logger.info("Start epoch %d%s ...", self.epoch_num, f" at step {first}" if first else "")
                     callbacks.before_epoch()
                     start = time.perf_counter()
-                    for self.local_step in range(first, steps_per_epoch):
+                    step = first
+                    while step < self.steps_per_epoch:
+                        self.local_step = step
                         if self.hooked_sess.should_stop():
                             logger.info("The hooked session asked to stop; training ends")
                             return
-                        self.run_step()
-                        self._epoch_steps_done = self.local_step + 1
+                        if resize is not None and resize.due():
+                            step = self._resized(resize.between_steps())
+                            continue
+                        try:
+                            self.run_step()
+                        except tf.errors.OpError as e:
+                            if resize is None or not resize.recoverable(e):
+                                raise
+                            step = self._resized(resize.after_failure(e))
+                            continue
+                        step += 1
+                        self._epoch_steps_done = step
                         callbacks.trigger_step()
                     callbacks.after_epoch()
                     notes = "".join(f", {n}" for n in self._epoch_notes)
@@ -344,6 +371,7 @@ class Trainer:
                         notes,
                     )
                     callbacks.trigger_epoch()
+                    epoch += 1
                 logger.info("Training has finished")
             except StopTraining as e:
                 logger.info("Training was stopped by StopTraining%s", f": {e}" if str(e) else "")
@@ -366,6 +394,23 @@ class Trainer:
                     self.hooked_sess.close()
                 except Exception:
                     logger.exception("Closing the session failed")
+
+    def _resized(self, at) -> int:
+        """Go on where a resize in place put the loop (a ``LoopPosition`` of the current epoch or a later
+        one); returns the step of the epoch to run next."""
+        if at.epoch != self.epoch_num:
+            logger.warning("The regroup's source was in epoch %d, this rank in %d", at.epoch, self.epoch_num)
+        self.steps_per_epoch = at.steps_per_epoch
+        self._epoch_steps_done = at.step
+        return at.step
+
+    def global_step_value(self) -> int:
+        """The global step as the graph's variable holds it (the Python counter follows it)."""
+        return int(self.sess.run(get_global_step_var()))
+
+    def set_global_step(self, value: int) -> None:
+        """Set the Python counter of the global step (after its variable changed outside the train op)."""
+        self._global_step = int(value)
 
     def _raise_if_input_failed(self) -> None:
         """An input whose producer failed closes its queue, which looks like exhausted input:

@@ -17,7 +17,16 @@ from towerpack.utils.placement import placement
 from . import logger
 from .choice import Choice
 
-__all__ = ["BatchPolicy", "BatchSetup", "batch_for_world_size"]
+__all__ = ["BatchPolicy", "BatchSetup", "batch_for_world_size", "chosen_policies"]
+
+#: What this process's calls of :func:`batch_for_world_size` gave, in order.
+_chosen: list[BatchSetup] = []
+
+
+def chosen_policies() -> list[BatchSetup]:
+    """The batch setups this process chose (a rank whose batch or learning rate follows the world size
+    cannot be resized in place: both are built into its dataflow and graph)."""
+    return list(_chosen)
 
 
 class BatchPolicy(Choice):
@@ -91,6 +100,7 @@ def batch_for_world_size(
             )
         lr = float(learning_rate) * replicas / base_world_size
         setup = BatchSetup(policy, replicas, int(batch_per_replica), batch_per_replica * replicas, lr)
+    _chosen.append(setup)
     logger.info(
         "Batch policy %s: %d replicas x batch %d = global batch %d, learning rate %.6g",
         policy.name,

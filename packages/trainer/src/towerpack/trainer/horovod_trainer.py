@@ -6,7 +6,7 @@ import copy
 import os
 from dataclasses import dataclass
 
-from towerpack.utils.placement import PlacementError
+from towerpack.utils.placement import PlacementError, placement
 
 from . import logger
 from .base import NewSessionCreator
@@ -14,6 +14,9 @@ from .callbacks.base import Callback
 from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
 from .horovod_rendezvous import RendezvousError, gloo_rendezvous
+from .resize.in_place import InPlaceResize
+from .resize.rank_channel import RankChannel
+from .resize.regroup import HorovodRegroup
 from .tower import TrainTowerContext
 from .tower_trainer import SingleCostTrainer
 
@@ -24,6 +27,7 @@ __all__ = ["BroadcastGlobalVariables", "HorovodTrainer", "HorovodTuning", "impor
 _HOROVOD_DEFAULTS = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "120"}
 
 _FUSION_VAR, _CYCLE_VAR = "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME"
+_ELASTIC_VAR = "HOROVOD_ELASTIC"
 _MIB = 1 << 20
 # What Horovod (>= 0.21) uses when the variables are unset.
 _DEFAULT_FUSION_BYTES, _DEFAULT_CYCLE_MS = 128 * _MIB, 1.0
@@ -76,8 +80,9 @@ class HorovodTuning:
                 )
 
 
-def import_horovod(tuning: HorovodTuning | None = None):
-    """``horovod.tensorflow``, initialized; a clear error when it is missing or cannot start.
+def import_horovod(tuning: HorovodTuning | None = None, init: bool = True):
+    """``horovod.tensorflow``, initialized (unless ``init`` is false: a rank joining a running job
+    initializes it when it regroups); a clear error when it is missing or cannot start.
 
     Ranks that srun, mpirun or torchrun started get their Gloo rendezvous from
     :mod:`~towerpack.trainer.horovod_rendezvous` first. ``tuning`` is applied before ``hvd.init()``;
@@ -100,6 +105,8 @@ def import_horovod(tuning: HorovodTuning | None = None):
         tuning.check_in_effect()
         return hvd
     os.environ.update(tuning.env())
+    if not init:
+        return hvd
     try:
         with gloo_rendezvous():
             hvd.init()
@@ -157,9 +164,19 @@ class HorovodTrainer(SingleCostTrainer):
         fusion_threshold_mb: float | None = None,
         cycle_time_ms: float | None = None,
     ):
-        self.hvd = hvd = import_horovod(HorovodTuning(fusion_threshold_mb, cycle_time_ms))
-        self.rank, self.local_rank, self.size = hvd.rank(), hvd.local_rank(), hvd.size()
+        channel = RankChannel.from_env()
+        joining = channel is not None and channel.joining
+        self.hvd = hvd = import_horovod(HorovodTuning(fusion_threshold_mb, cycle_time_ms), init=not joining)
+        if joining:  # Horovod starts at the regroup; the plan it joins gave its place already
+            # Until then Horovod's ops must not ask for its size while they are built (it is read at run
+            # time in elastic mode); the variable is gone again before hvd.init() reads it.
+            os.environ[_ELASTIC_VAR] = "1"
+            where = placement()
+            self.rank, self.local_rank, self.size = where.rank, where.local_rank, where.world_size
+        else:
+            self.rank, self.local_rank, self.size = hvd.rank(), hvd.local_rank(), hvd.size()
         self.is_chief = self.rank == 0
+        self._channel = channel
         self.average = bool(average)
         self.compression = compression if compression is not None else hvd.Compression.none
         self.broadcast_every_epoch = broadcast_every_epoch
@@ -227,8 +244,20 @@ class HorovodTrainer(SingleCostTrainer):
         # Built last, so that it covers the variables made by callbacks and input sources too.
         with tf.name_scope("HorovodBroadcast"):
             self._broadcast_op = self.hvd.broadcast_variables(tfv1.global_variables(), root_rank=0)
+        channel = self._channel
+        if channel is not None:
+            if self.size > 1:
+                regroup = HorovodRegroup(self.hvd, channel)
+                regroup.build(tfv1.global_variables())
+                self.resize = InPlaceResize(self, channel, regroup)
+            else:  # the graph has no collectives to regroup with
+                channel.refuse("it started alone (world size 1): its graph has no collectives")
+            if channel.joining:
+                os.environ.pop(_ELASTIC_VAR, None)
 
     def _after_session_creation(self) -> None:
         super()._after_session_creation()
+        if self.resize is not None and self.resize.channel.joining:
+            return  # its variables come from the job at the regroup
         logger.info("Broadcasting the global variables from rank 0 ...")
         self.sess.run(self._broadcast_op)

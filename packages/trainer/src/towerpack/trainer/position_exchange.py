@@ -86,7 +86,7 @@ class PositionExchange(Callback):
         self._gathered = None
 
     def _takes_part_in_runs(self) -> bool:
-        return self._ranks > 1
+        return self._gathered is not None
 
     def _setup_graph(self):
         if self._ranks == 1:
@@ -106,7 +106,7 @@ class PositionExchange(Callback):
                 f"exact_resume: {type(self.trainer).__name__} trains {self._ranks} ranks in step but has no "
                 "all-gather to tell the chief what the others trained on"
             )
-        self._gathered = tf.reshape(gathered, [self._ranks, width])
+        self._gathered = tf.reshape(gathered, [-1, width])  # the ranks may change (resizes in place)
         # The session key goes alone, before training: an op that waited for gradients would take a
         # datapoint from the input that no step trains on.
         self._key = tfv1.placeholder_with_default(tf.zeros([2]), [2], name="session_key")
@@ -114,7 +114,10 @@ class PositionExchange(Callback):
 
     def _before_train(self):
         tracker = self.keeper.tracker
-        if self._ranks == 1:
+        resize = self.trainer.resize
+        if self._gathered is None or (resize is not None and resize.channel.joining):
+            # A rank joining a running job has no Horovod yet; its data comes from no server (a job that
+            # reads from servers does not resize in place).
             tracker.set_session(_session_key())
             return
         mine = np.array(_session_key() if self.trainer.is_chief else (0, 0), np.float32)
@@ -122,7 +125,7 @@ class PositionExchange(Callback):
         tracker.set_session(tuple(int(v) for v in np.rint(key)))
 
     def _trigger_step(self):
-        if self._ranks == 1 and self.trainer.global_step % SETTLE_EVERY == 0:
+        if self._gathered is None and self.trainer.global_step % SETTLE_EVERY == 0:
             self.keeper.tracker.settle(self.trainer.datapoints_trained())
 
     def _before_run(self, ctx):

@@ -35,7 +35,7 @@ import zmq
 from ..pipeline.base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated, ProxyDataFlow, dataflow_len
 from ..pipeline.sharding import WorkerInfo, set_worker_info
 from ..pipeline.stream import repeat_forever
-from ..resume.protocol import Step, StepKind, TrackMode
+from ..resume.protocol import OFF, Step, StepKind, TrackMode
 from ..resume.replay import Tracking
 from ..wire import control
 from ..wire.codec import DEFAULT_LIMITS, WireLimits, encode
@@ -176,6 +176,16 @@ class MultiProcessRunnerZMQ(WorkerGroupOwner, ProxyDataFlow):
 
     def __len__(self) -> int:
         return len(self.ds)
+
+    def reopen(self) -> None:
+        """Stop the workers, dropping what they had prefetched, so that the next :meth:`reset_state`
+        starts new ones: they read the process's placement and where the position tracking starts as
+        they are then (an input restarted in place at another world size). Call it when no iteration is
+        under way. Tracking is off until a tracker's ``start()`` switches it on again."""
+        self._forget_workers()
+        self._start_error = None
+        self._merge = Merge(self.num_proc)
+        self.track(OFF)
 
     def track(self, mode: TrackMode) -> None:
         super().track(mode)

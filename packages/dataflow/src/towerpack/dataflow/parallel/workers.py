@@ -352,6 +352,12 @@ class WorkerGroupOwner:
         if self._finalizer is not None:
             self._finalizer()
 
+    def _forget_workers(self) -> None:
+        """:meth:`close`, and forget the workers, so that ``reset_state`` may start new ones."""
+        self.close()
+        self._finalizer = None
+        self._group = None
+
     def __enter__(self) -> Self:
         return self
 

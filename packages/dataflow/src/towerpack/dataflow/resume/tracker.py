@@ -58,6 +58,7 @@ class PositionTracker:
         self.world_size = world_size
         self.mode: PositionMode | None = None
         self._start: DataPosition | None = None
+        self._trained_before = 0  # datapoints the consumer trained on before start() (see start)
         self._fresh: int | None = None
         self._log = TagLog()
         self._ledger: Ledger | None = None
@@ -114,6 +115,7 @@ class PositionTracker:
         mode: PositionMode = PositionMode.REPLAY,
         *,
         fixed_ranks: bool = False,
+        trained_before: int = 0,
     ) -> None:
         """Make the first epoch iterated continue ``position`` (None: epoch 1 from its start).
 
@@ -121,7 +123,12 @@ class PositionTracker:
         switched to tracking mode, which reaches forked and spawned workers with the dataflow itself.
         ``fixed_ranks`` (tag mode, data servers): each rank keeps its part of every whole epoch, less
         what ``position`` holds (:func:`~towerpack.dataflow.resume.split.fixed_runs`).
+        ``trained_before``: datapoints the consumer trained on before this start (a tracker made anew
+        for an input restarted in place); the counts given to :meth:`position`, :meth:`trained_keys`
+        and :meth:`settle` go on from there.
         """
+        if int(trained_before) < 0:
+            raise ValueError(f"start(): trained_before must be >= 0, got {trained_before}")
         plan = self._plan
         if position is not None and not isinstance(position, DataPosition):
             raise TypeError(f"start(): expected a DataPosition or None, got {type(position).__name__}")
@@ -156,6 +163,7 @@ class PositionTracker:
             stage.track(track)
         self.mode = mode
         self._start = position
+        self._trained_before = int(trained_before)
 
     def iterate(self) -> Iterator[Any]:
         """Tag mode: the dataflow's datapoints, epoch after epoch, each one's tag logged as it is taken."""
@@ -179,17 +187,20 @@ class PositionTracker:
     def trained_keys(self, count: int) -> np.ndarray:
         """Tag mode: the keys of the datapoints taken (through :meth:`iterate`) up to the ``count``-th,
         from after those an earlier call returned."""
-        log = self._log
-        if not log.popped <= count <= log.appended:
+        log, before = self._log, self._trained_before
+        if not log.popped <= count - before <= log.appended:
             raise ValueError(
-                f"{count} datapoints trained on, but {log.appended} were taken "
-                f"and {log.popped} counted already"
+                f"{count} datapoints trained on, but {before + log.appended} were taken "
+                f"and {before + log.popped} counted already"
             )
-        return log.pop(count - log.popped)
+        return log.pop(count - before - log.popped)
 
     def settle(self, count: int) -> None:
         """Tag mode: count the first ``count`` datapoints taken as trained on now (:meth:`position` does
-        it too), so that the log does not keep them."""
+        it too), so that the log does not keep them. Replaying there is nothing to settle (the count
+        alone is the position), also for a tracker made anew in replay mode for a restart in place."""
+        if self.mode is not PositionMode.TAGS:
+            return
         ledger = self._ledger_with_size()
         ledger.add(self.trained_keys(count))
         self.note_done(ledger.first)
@@ -219,16 +230,20 @@ class PositionTracker:
         return self._length(position.epoch, position.consumed)
 
     def position(self, datapoints_consumed: int) -> DataPosition:
-        """The position after this rank consumed ``datapoints_consumed`` datapoints of ``df`` since
-        :meth:`start` (across epoch boundaries). Replaying: the job's (every rank's items, pure
-        arithmetic); tag mode: with this rank's items (a :class:`Ledger` adds up the ranks')."""
+        """The position after this rank consumed ``datapoints_consumed`` datapoints of ``df`` (since
+        :meth:`start`, counted from its ``trained_before``; across epoch boundaries). Replaying: the
+        job's (every rank's items, pure arithmetic); tag mode: with this rank's items (a
+        :class:`Ledger` adds up the ranks')."""
         if self._start is None and self.mode is None:
             raise RuntimeError("PositionTracker.position(): call start() first")
-        count = int(datapoints_consumed)
+        count = int(datapoints_consumed) - self._trained_before
         if count < 0:
-            raise ValueError(f"datapoints_consumed must be >= 0, got {datapoints_consumed}")
+            raise ValueError(
+                f"datapoints_consumed must be >= {self._trained_before} (the count at start()), "
+                f"got {datapoints_consumed}"
+            )
         if self.mode is PositionMode.TAGS:
-            self.settle(count)
+            self.settle(int(datapoints_consumed))
             return self._ledger.position()
         epoch, consumed = self._start.epoch, self._start.consumed
         left = self._length(epoch, consumed)

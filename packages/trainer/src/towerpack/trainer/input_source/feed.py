@@ -51,7 +51,8 @@ class FeedInput(InputSource):
 
     def follow_positions(self, tracker) -> None:
         """Read the DataFlow through ``tracker`` (a PositionTracker in tag mode), which logs the
-        position tags of every datapoint taken (``TrainConfig(exact_resume=True)``)."""
+        position tags of every datapoint taken (``TrainConfig(exact_resume=True)``); None: read the
+        DataFlow itself."""
         self._tracker = tracker
 
     def _size(self) -> int:
@@ -81,6 +82,22 @@ class FeedInput(InputSource):
             self._iter = self._iter or self._tracker.iterate()
             return
         self._iter = repeat_forever(self.ds) if self.infinite else iter(self.ds)
+
+    # ---- a restart in place (towerpack.trainer.resize.input_restart) -------------------------------
+    def stop_producing(self) -> int:
+        """End the iteration of the DataFlow under way (what its stages held goes with it), leaving the
+        DataFlow as it is; :meth:`start_producing` starts a new one. Returns 0: a datapoint is taken only
+        for the run that trains on it, so none was taken ahead."""
+        stream, self._iter = self._iter, None
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+        return 0
+
+    def start_producing(self) -> None:
+        """Read the DataFlow again after :meth:`stop_producing`, from a new iteration (through the tracker
+        the source follows now)."""
+        self._reset_state()
 
     def _next_feed(self) -> dict:
         """The next feed_dict; the time it takes is time the step waits for input."""

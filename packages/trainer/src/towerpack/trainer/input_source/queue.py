@@ -7,7 +7,8 @@ changes: ZMQInput, for one, only replaces ``datapoints``.
 Shutdown is quiet: the thread is told to stop and, if it is blocked on a full queue, one slot
 is freed so that its enqueue completes; the queue is closed only once the thread is gone. (A
 pending enqueue cancelled by closing the queue makes TensorFlow log "Local rendezvous is
-aborting with status: CANCELLED" at the end of every run.)
+aborting with status: CANCELLED" at the end of every run.) A restart in place stops the thread
+the same way but keeps the queue open and empties it (``stop_producing``, ``start_producing``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ class EnqueueThread(threading.Thread):
         self._source = source
         self._sess = sess
         self._stop_event = threading.Event()
+        self._keep_dataflow = False
         self.error: BaseException | None = None
 
-    def stop(self) -> None:
+    def stop(self, keep_dataflow: bool = False) -> None:
+        """Ask the thread to stop; it closes the DataFlow as it ends unless ``keep_dataflow``."""
+        self._keep_dataflow = keep_dataflow
         self._stop_event.set()
 
     def stopped(self) -> bool:
@@ -57,9 +61,11 @@ class EnqueueThread(threading.Thread):
 
     def run(self) -> None:
         src = self._source
+        stream = None
         try:
             enqueue = src.enqueue_function(self._sess)
-            for dp in src.datapoints(self._stop_event):
+            stream = src.datapoints(self._stop_event)
+            for dp in stream:
                 if self._stop_event.is_set():
                     return
                 enqueue(dp)
@@ -72,7 +78,11 @@ class EnqueueThread(threading.Thread):
             logger.error("%s: the input thread failed, closing the queue", type(src).__name__, exc_info=True)
             src.close_queue(self._sess)
         finally:
-            src.close_dataflow()
+            close = getattr(stream, "close", None)
+            if close is not None:  # ends the DataFlow's iteration now, in this thread
+                close()
+            if not self._keep_dataflow:
+                src.close_dataflow()
 
 
 def _session_closed(e: BaseException) -> bool:
@@ -141,7 +151,7 @@ class QueueInput(FeedfreeInput):
     def follow_positions(self, tracker) -> None:
         """Read the DataFlow through ``tracker`` (a PositionTracker in tag mode), which logs the
         position tags of every datapoint taken, in the order they enter the queue
-        (``TrainConfig(exact_resume=True)``)."""
+        (``TrainConfig(exact_resume=True)``); None: read the DataFlow itself."""
         self._tracker = tracker
 
     def _size(self) -> int:
@@ -236,20 +246,53 @@ class QueueInput(FeedfreeInput):
         thread = self.thread
         if thread is None:
             return
-        thread.stop()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        with contextlib.suppress(Exception):  # the session may be closed already
-            while thread.is_alive() and time.monotonic() < deadline:
-                # A full queue may hold the thread in its enqueue: free a slot, so that the
-                # enqueue completes and the thread sees the stop request.
-                if self._sess.run(self.size_tensor) > 0:
-                    self._sess.run(self._drain_op)
-                thread.join(_DRAIN_POLL_S)
+        thread.stop()
+        self._wait_freeing_slots(thread, deadline)
         self.close_queue(self._sess)
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             name = type(self).__name__
             logger.warning("%s: the input thread did not stop within %.0f s", name, JOIN_TIMEOUT_S)
+
+    def _wait_freeing_slots(self, thread: EnqueueThread, deadline: float) -> int:
+        """Wait until ``deadline`` for ``thread`` to end, freeing a slot of the queue whenever it holds
+        datapoints (a full queue may hold the thread in its enqueue); returns the slots freed."""
+        freed = 0
+        with contextlib.suppress(Exception):  # the session may be closed already
+            while thread.is_alive() and time.monotonic() < deadline:
+                if self._sess.run(self.size_tensor) > 0:
+                    self._sess.run(self._drain_op)
+                    freed += 1
+                thread.join(_DRAIN_POLL_S)
+        return freed
+
+    # ---- a restart in place (towerpack.trainer.resize.input_restart) -------------------------------
+    def stop_producing(self) -> int:
+        """Stop the enqueue thread and drop every datapoint in the queue (prefetched, not trained on),
+        keeping the queue open and the DataFlow as it is; :meth:`start_producing` starts a new thread on a
+        new iteration of the DataFlow. Call it between steps. Returns how many datapoints were dropped."""
+        thread = self.thread
+        if thread is None:
+            return 0
+        thread.stop(keep_dataflow=True)
+        dropped = self._wait_freeing_slots(thread, time.monotonic() + JOIN_TIMEOUT_S)
+        if thread.is_alive():
+            raise RuntimeError(
+                f"{type(self).__name__}: the input thread did not stop within {JOIN_TIMEOUT_S:.0f} s (it "
+                "waits for a datapoint of the DataFlow)"
+            )
+        self.raise_if_failed()  # a failed thread closed the queue: nothing can be restarted on it
+        while self._sess.run(self.size_tensor) > 0:
+            self._sess.run(self._drain_op)
+            dropped += 1
+        self.thread = None
+        return dropped
+
+    def start_producing(self) -> None:
+        """Start the enqueue thread again after :meth:`stop_producing`, on a new iteration of the DataFlow
+        (through the tracker the source follows now)."""
+        self.start_thread(self._sess)
 
     def _raise_if_failed(self) -> None:
         if self.thread is not None and self.thread.error is not None:
