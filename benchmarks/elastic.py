@@ -1,29 +1,52 @@
-"""Elastic jobs: seconds from losing a node to the first training step at the smaller size.
+"""Elastic jobs: how long a change of nodes holds training up, resized in place or by a restart.
 
-Node launchers on loopback train the example CIFAR ResNet (``examples/resnet/cifar_resnet.py
---short``, HorovodTrainer, one rank per node). Once the first epoch's checkpoint is saved, a node is
-lost, and the time from then to the first step of the next attempt's rank 0 is split into phases.
+Node launchers on loopback train the example CIFAR ResNet (``examples/resnet/cifar_resnet.py``,
+HorovodTrainer, one rank per node) as ``--short`` does (ResNet-8: ``-n 1``) but for 100 epochs, as
+``--short`` ends after 5, before a joining node is ready. A node is lost or joins a few steps into the
+second epoch (its first checkpoint saved). A callback added to every rank records when its steps end
+and, at its first step after each regroup in place, the regroup's phases (``trainer.resize.last``);
+the launchers' stderr lines give the rest. Every run also shows, in brackets (not counted), rank 0's
+median step at the new size (over its 10 steps after the first), for scale.
 
 Case ``lost``: two nodes (``--nnodes 1:2``); node 1 is lost: its launcher and ranks are killed
 (SIGKILL: its connection closes) or, without ``--quick``, frozen (SIGSTOP of its every process: it
-goes silent). Measured on node 0, down to world size 1:
+goes silent). Measured on node 0 down to world size 1, once with ``--resize in-place`` and once with
+``--resize restart``. Both start with detection: until node 0's launcher reports the node lost
+(against ``--heartbeat-timeout``). In place, then:
 
-- detection: until node 0's launcher reports the node lost (against ``--heartbeat-timeout``);
-- stop: until every rank of node 0 is stopped (SIGUSR1, 5 s to answer, then SIGTERM and SIGKILL);
-- rendezvous: until the next attempt is planned (what the launcher prints);
-- restart: from the end of the rendezvous until the new rank's Python starts;
-- checkpoint load: until training is about to begin (TensorFlow import, graph, session, restore);
-- first step: until its first step ends.
+- plan: until the coordinator sent the plan (what its "resized in place" line says);
+- until regroup: until rank 0 starts to regroup (its step fails; it takes the plan);
+- reinit, vote, variables, state, input: the regroup's phases, as the rank timed them;
+- first step: until the first step at the new size ends.
+
+By a restart, then: stop (until every rank of node 0 is stopped: SIGUSR1, 5 s to answer, then
+SIGTERM and SIGKILL), rendezvous (until the next attempt is planned), restart (until the new rank's
+Python starts), checkpoint load (until training is about to begin: TensorFlow import, graph, session,
+restore) and first step.
+
+Case ``joined``: two nodes (``--nnodes 2:3``) train and a third launcher joins. Measured is the pause
+of rank 0: from the end of its last step before the change to the end of its first step after, minus
+one typical step (the median of its steps before the join) and minus an epoch's end when one falls in
+between (its callbacks: checkpoint, validation). In place, the joiner's start-up (until its rank
+waits for the plan), the coordinator's plan and rank 0's recent steps (the median of its last 20,
+slowed by the joiner's start-up) are in brackets: training goes on meanwhile; the pause is until
+regroup, the regroup's phases and the first step. By a restart (not with ``--quick``): stop,
+rendezvous, restart, checkpoint load and first step.
 
 Case ``node0``: three nodes (``--nnodes 2:3``, every one listed in ``--master``); node 0, the
-coordinator, is killed with its ranks. Measured on the survivor that takes over (the lowest node id
-left), down to world size 2: detection (until it reports node 0 lost); stop (until its own ranks have
-exited, seen from outside); rendezvous (the rest of the takeover: finding the next coordinator, the
-quorum, the rendezvous; stop and rendezvous add up to the "X s after losing node 0" it prints); then
-restart, checkpoint load and first step as above.
+coordinator, is killed with its ranks. In place needs the chief to survive, so this takes the
+failover restart: measured on the survivor that takes over (the lowest node id left), down to world
+size 2: detection (until it reports node 0 lost); stop (until its own ranks have exited, seen from
+outside); rendezvous (the rest of the takeover: finding the next coordinator, the quorum, the
+rendezvous; stop and rendezvous add up to the "X s after losing node 0" it prints); then restart,
+checkpoint load and first step as above.
 
-Goal (issue 21): detection within the heartbeat timeout, everything after it under 20 s.
-Usage: ``python benchmarks/elastic.py [--case lost|node0|all] [--quick] [--heartbeat-timeout S]``.
+Goals: a killed node resized in place, lost to first step under 2 s; a join in place pauses the others
+under 1 s; by a restart (issue 21), detection within the heartbeat timeout and everything after it
+under 20 s. ``--quick`` runs the killed node both ways and the join in place. A run that fails is
+reported (its launchers' and ranks' last lines on stderr), the others go on, and the exit code is 1.
+Usage: ``python benchmarks/elastic.py [--case lost|joined|node0|all] [--quick] [--heartbeat-timeout S]
+[--no-sync-bn]``.
 """
 
 from __future__ import annotations
@@ -39,6 +62,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -46,12 +70,22 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "resnet" / "cifar_resnet.py"
 AFTER_DETECTION_GOAL_S = 20.0
-PHASES = ("detection", "stop", "rendezvous", "restart", "checkpoint load", "first step", "total")
+IN_PLACE_LOST_GOAL_S = 2.0
+IN_PLACE_PAUSE_GOAL_S = 1.0
+IN_PLACE, RESTART = "in-place", "restart"
+REGROUP_PHASES = ("reinit", "vote", "variables", "state", "input")
+# Every row a table can have, in the order printed; a name in brackets is not part of the total.
+ROWS = (
+    "(joiner start-up)", "(join to plan)", "detection", "plan", "stop", "rendezvous", "restart",
+    "checkpoint load", "until regroup", *REGROUP_PHASES, "first step", "(recent step)", "(step at new size)",
+    "epoch end", "typical step", "pause", "total",
+)  # fmt: skip
 
 # Runs the example unchanged, with a callback that writes when this rank started, its world size, when
-# training is about to begin (checkpoint restored) and its step count.
+# training is about to begin (checkpoint restored), its steps (count, end, median of the last 20 at this
+# size) and, at the first step after each regroup in place, the regroup's phases and the times around it.
 WRAPPER = """
-import os, runpy, sys, time
+import json, os, runpy, statistics, sys, time
 started = time.time()
 out, attempt, rank = os.environ["ELASTIC_BENCH_OUT"], os.environ["RESTART_COUNT"], os.environ["RANK"]
 
@@ -59,7 +93,7 @@ out, attempt, rank = os.environ["ELASTIC_BENCH_OUT"], os.environ["RESTART_COUNT"
 def mark(what, value):
     path = os.path.join(out, f"{what}.{attempt}.{rank}")
     with open(path + ".tmp", "w") as f:
-        f.write(repr(value))
+        json.dump(value, f)
     os.replace(path + ".tmp", path)
 
 
@@ -71,16 +105,49 @@ from towerpack.trainer import config as train_config
 
 class Timer(Callback):
     _chief_only = False
-    steps = 0
+
+    def _setup_graph(self):
+        self.steps, self.generation = 0, 0
+        self.began = self.end = None  # when the step under way began, when the last one ended
+        self.fresh = True  # no step yet in this epoch
+        self.durations = []  # end to end, of two steps of one epoch and generation
+        self.breaks = []  # [after_epoch, before_epoch]: the epoch ends' callbacks
 
     def _before_train(self):
         mark("loaded", time.time())
 
+    def _after_epoch(self):
+        self.breaks = self.breaks[-3:] + [[time.time(), None]]
+        self.fresh = True
+
+    def _before_epoch(self):
+        if self.breaks and self.breaks[-1][1] is None:
+            self.breaks[-1][1] = time.time()
+
+    def _before_run(self, ctx):
+        self.began = time.time()
+
     def _trigger_step(self):
+        now = time.time()
         self.steps += 1
         if self.steps == 1:
-            mark("first_step", time.time())
-        mark("steps", self.steps)
+            mark("first_step", now)
+        typical = statistics.median(self.durations[-20:]) if self.durations else None
+        resize = self.trainer.resize
+        generation = resize.channel.generation if resize is not None else 0
+        if generation != self.generation:
+            self.generation = generation
+            end = self.end or 0.0
+            breaks = sum(b - a for a, b in self.breaks if b is not None and end <= a and b <= self.began)
+            mark(f"regroup{generation}", dict(
+                phases=resize.last, world=self.trainer.size, before=self.end, began=self.began, after=now,
+                typical=typical, breaks=breaks, n=self.steps,
+            ))
+            self.durations = []  # steps at the new size from here
+        elif not self.fresh:
+            self.durations.append(now - self.end)
+        self.end, self.fresh = now, False
+        mark("step", dict(n=self.steps, at=now, typical=typical))
 
 
 original = train_config.TrainConfig.__init__
@@ -96,6 +163,30 @@ sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured run: what happens to the nodes (``lost``: ``how``, ``joined``, ``node0``) and how the
+    job takes the change (``resize``: ``in-place`` or ``restart``)."""
+
+    kind: str
+    resize: str
+    how: str = ""
+
+    @property
+    def column(self) -> str:
+        return "failover" if self.kind == "node0" else f"{self.how} {self.resize}".strip()
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one invocation shares: the launchers' heartbeat timeout, the example's extra
+    arguments, the directory that holds each run's files."""
+
+    heartbeat: float
+    example_args: tuple[str, ...]
+    work: Path
 
 
 class Lines:
@@ -117,10 +208,12 @@ class Lines:
 
 
 class Node:
-    """One node's launcher, in a session of its own (as on a machine of its own), and its stderr."""
+    """One node's launcher, in a session of its own (as on a machine of its own), and its stderr (its
+    lines and its ranks' logs)."""
 
     def __init__(self, argv: list[str], env: dict, cwd: Path, wrapper: Path):
         self.wrapper = str(wrapper)
+        self.started = time.time()
         self.proc = subprocess.Popen(
             argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
@@ -171,9 +264,9 @@ def _free_port(addr: str) -> int:
         return s.getsockname()[1]
 
 
-def _read(path: Path) -> float | None:
+def _read(path: Path):
     try:
-        return float(path.read_text())
+        return json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return None
 
@@ -208,6 +301,14 @@ def _stop_tree(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _freeze_tree(proc: subprocess.Popen) -> None:
+    """SIGSTOP a launcher and every process under it: the node goes silent without closing a socket."""
+    launcher = psutil.Process(proc.pid)
+    for p in [launcher, *launcher.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            p.suspend()
+
+
 def _sweep(marker: str) -> None:
     """SIGKILL whatever rank process of this run escaped its launcher (a frozen or killed tree)."""
     for proc in psutil.process_iter():
@@ -218,51 +319,97 @@ def _sweep(marker: str) -> None:
 
 class Job:
     """Node launchers of one elastic job on loopback addresses 127.0.0.1, .2, ..., training the example
-    through the timing wrapper; ``with`` ends them and every rank."""
+    through the timing wrapper; ``with`` ends them and every rank. ``masters`` of the first nodes are
+    listed in ``--master``; :meth:`add_node` starts one more launcher later."""
 
-    def __init__(self, work: Path, name: str, nnodes: str, n: int, masters: int, heartbeat: float):
-        self.out = work / name
+    def __init__(self, setup: Setup, case: Case, nnodes: str, n: int, masters: int):
+        self.out = setup.work / f"{case.kind}-{case.how}-{case.resize}"
         self.out.mkdir()
-        self.wrapper = work / "timed_rank.py"
+        self.wrapper = setup.work / "timed_rank.py"
         self.wrapper.write_text(WRAPPER)
-        addrs = [f"127.0.0.{i + 1}" for i in range(n)]
-        master = ",".join(f"{a}:{_free_port(a)}" for a in addrs[:masters])
-        env = dict(
+        self.setup, self.nnodes, self.resize = setup, nnodes, case.resize
+        self.master = ",".join(f"{a}:{_free_port(a)}" for a in map(_addr, range(masters)))
+        self.env = dict(
             os.environ,
             ELASTIC_BENCH_OUT=str(self.out),
             TOWERPACK_LAUNCH_SECRET="elastic-benchmark-secret",
             TF_CPP_MIN_LOG_LEVEL="2",
         )
         self.nodes: list[Node] = []
-        for rank, addr in enumerate(addrs):
-            argv = [
-                sys.executable, "-m", "towerpack.launcher", "--nnodes", nnodes, "--node-rank", str(rank),
-                "--master", master, "--node-addr", addr, "--np", "1", "--backend", "horovod",
-                "--heartbeat-timeout", str(heartbeat), "--ranks", "0", str(self.wrapper), str(EXAMPLE),
-                "--short", "--epochs", "100", "--logroot", str(self.out / "train_log"),
-            ]  # fmt: skip
-            self.nodes.append(Node(argv, env, work, self.wrapper))
+        for _ in range(n):
+            self.add_node()
 
-    def mark(self, what: str, attempt: int = 0, rank: int = 0) -> float | None:
+    def add_node(self) -> Node:
+        """Start the launcher of the next node id, at the next loopback address."""
+        rank = len(self.nodes)
+        argv = [
+            sys.executable, "-m", "towerpack.launcher", "--nnodes", self.nnodes, "--node-rank", str(rank),
+            "--master", self.master, "--node-addr", _addr(rank), "--np", "1", "--backend", "horovod",
+            "--resize", self.resize, "--heartbeat-timeout", str(self.setup.heartbeat),
+            str(self.wrapper), str(EXAMPLE), "-n", "1", "--epochs", "100",
+            "--logroot", str(self.out / "train_log"), *self.setup.example_args,
+        ]  # fmt: skip
+        self.nodes.append(Node(argv, self.env, self.setup.work, self.wrapper))
+        return self.nodes[-1]
+
+    def mark(self, what: str, attempt: int = 0, rank: int = 0):
         return _read(self.out / f"{what}.{attempt}.{rank}")
 
-    def wait_first_checkpoint(self) -> None:
+    def said(self, text: str) -> list[str]:
+        """The lines of every launcher that hold ``text``."""
+        return [line for node in self.nodes for _, line in node.lines.lines if text in line]
+
+    def wait_first_checkpoint(self, steps_after: int = 3) -> None:
+        """Until the first epoch's checkpoint is saved and rank 0 has made ``steps_after`` steps of the
+        next epoch: a change then comes mid-epoch, away from the epoch end's callbacks."""
         checkpoint = self.out / "train_log" / "resnet" / "checkpoint"
-        _wait(lambda: checkpoint.exists() and self.mark("steps"), 900, "the first epoch's checkpoint")
+        _wait(lambda: checkpoint.exists() and self.mark("step"), 900, "the first epoch's checkpoint")
+        n = self.mark("step")["n"] + steps_after
+        _wait(lambda: self.mark("step")["n"] >= n, 60, f"step {n}")
 
     def wait_first_step(self, world: int) -> None:
+        """Until rank 0 of attempt 1 (a restart) ends its first step, at world size ``world``."""
         _wait(lambda: self.mark("first_step", 1), 300, f"the first step at world size {world}")
         if self.mark("world", 1) != world:
             raise RuntimeError(f"attempt 1 ran at world size {self.mark('world', 1)}, not {world}")
 
-    def after(self, lost_at: float, noticed: float, planned: float, stopping: float) -> dict:
-        """The phases from ``lost_at``, given when the loss was noticed, and how many seconds after
-        that the ranks were stopped (``stopping``) and the next attempt planned (``planned``)."""
+    def wait_regroup(self, world: int) -> dict:
+        """Rank 0's record of its first step after the first regroup in place, to ``world`` ranks; a
+        clear error when the job restarted instead (with what the launcher said about it)."""
+        seen = lambda: self.mark("regroup1") or self.mark("start", 1)
+        got = _wait(seen, 300, f"a regroup to {world} ranks")
+        if not isinstance(got, dict):
+            why = " / ".join(self.said("resiz")) or "no launcher said why"
+            errors = self.said("Error: ")  # as a rank's traceback ends
+            if errors:
+                why += f" (the last error a rank printed: {errors[-1]})"
+            raise RuntimeError(f"the job restarted at attempt 1 instead of resizing in place: {why}")
+        if got["world"] != world:
+            raise RuntimeError(f"the regroup made {got['world']} ranks, not {world}")
+        return got
+
+    def step_at_new_size(self, attempt: int, after_step: int = 0, steps: int = 10) -> dict:
+        """Rank 0's median step at the size it went on with: over ``steps`` steps after step ``after_step``
+        of ``attempt``."""
+        n = after_step + steps + 1  # the first step after a change is not typical
+        _wait(lambda: (self.mark("step", attempt) or {}).get("n", 0) >= n, 120, f"step {n} at the new size")
+        return {"(step at new size)": self.mark("step", attempt)["typical"]}
+
+    def restarted(self, since: float, noticed: float, planned: float, stopping: float) -> dict:
+        """The phases of a restart from ``since``, given when the change was noticed, and how many seconds
+        after that the ranks were stopped (``stopping``) and the next attempt planned (``planned``)."""
         started, loaded, first = (self.mark(what, 1) for what in ("start", "loaded", "first_step"))
-        return dict(zip(PHASES, (
-            noticed - lost_at, stopping, planned - stopping, started - (noticed + planned), loaded - started,
-            first - loaded, first - lost_at,
-        ), strict=True))  # fmt: skip
+        return {
+            "stop": noticed + stopping - since, "rendezvous": planned - stopping,
+            "restart": started - (noticed + planned), "checkpoint load": loaded - started,
+            "first step": first - loaded,
+        }  # fmt: skip
+
+    def in_place(self, regroup: dict, since: float) -> dict:
+        """The phases of rank 0's regroup in place from ``since`` to the end of its first step after."""
+        phases = {k: regroup["phases"][k] for k in REGROUP_PHASES}
+        begins = regroup["began"] - sum(phases.values())  # the rest of the regroup's time counts here
+        return {"until regroup": begins - since, **phases, "first step": regroup["after"] - regroup["began"]}
 
     def __enter__(self) -> Job:
         return self
@@ -276,30 +423,79 @@ class Job:
             raise RuntimeError(f"{exc}; the launchers' last lines:\n{said}") from exc
 
 
-def run_lost(how: str, heartbeat: float, work: Path) -> dict:
+def _addr(node: int) -> str:
+    return f"127.0.0.{node + 1}"
+
+
+def _plan_seconds(coordinator: Node, world: int) -> float:
+    """Seconds from the change to the plan of the resize in place to ``world`` ranks, as the coordinator
+    says once every rank has regrouped."""
+    text = f"resized in place to world size {world} "
+    _, line = _wait(lambda: coordinator.lines.first(text), 10, "the coordinator's resize line")
+    return _seconds(line, "the plan went out ", " s after")
+
+
+def run_lost(case: Case, setup: Setup) -> dict:
     """Node 1 of two killed or frozen, seen from node 0."""
-    with Job(work, how, "1:2", 2, 1, heartbeat) as job:
+    with Job(setup, case, "1:2", 2, 1) as job:
         node0, node1 = job.nodes
         job.wait_first_checkpoint()
         lost_at = time.time()
-        if how == "killed":
-            _stop_tree(node1.proc)
+        (_stop_tree if case.how == "killed" else _freeze_tree)(node1.proc)
+        if case.resize == IN_PLACE:
+            regroup = job.wait_regroup(world=1)
+            plan = _plan_seconds(node0, world=1)
         else:
-            launcher = psutil.Process(node1.proc.pid)
-            for proc in [launcher, *launcher.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    proc.suspend()
-        job.wait_first_step(world=1)
+            job.wait_first_step(world=1)
         noticed, _ = _wait(lambda: node0.lines.first("lost ("), 10, "the loss line")
-        _, attempt_line = _wait(lambda: node0.lines.first("attempt 1 "), 10, "the attempt line")
-        stopping = _seconds(attempt_line, "stopping took ", " s")
-        rendezvous = _seconds(attempt_line, "rendezvous ", " s")
-        return job.after(lost_at, noticed, stopping + rendezvous, stopping)
+        if case.resize == IN_PLACE:
+            phases = {"plan": plan, **job.in_place(regroup, noticed + plan)}
+            end, typical = regroup["after"], job.step_at_new_size(0, regroup["n"])
+        else:
+            _, attempt_line = _wait(lambda: node0.lines.first("attempt 1 "), 10, "the attempt line")
+            stopping = _seconds(attempt_line, "stopping took ", " s")
+            rendezvous = _seconds(attempt_line, "rendezvous ", " s")
+            phases = job.restarted(noticed, noticed, stopping + rendezvous, stopping)
+            end, typical = job.mark("first_step", 1), job.step_at_new_size(1)
+        return {"detection": noticed - lost_at, **phases, **typical, "total": end - lost_at}
 
 
-def run_node0(heartbeat: float, work: Path) -> dict:
+def run_joined(case: Case, setup: Setup) -> dict:
+    """A third node joins two that train; the pause of rank 0 (see the module)."""
+    with Job(setup, case, "2:3", 2, 1) as job:
+        node0 = job.nodes[0]
+        job.wait_first_checkpoint()
+        typical = job.mark("step")["typical"]  # rank 0's median step before the join
+        joiner = job.add_node()
+        if case.resize == IN_PLACE:
+            regroup = job.wait_regroup(world=3)
+            before, after, breaks = regroup["before"], regroup["after"], regroup["breaks"]
+            phases = {
+                "(joiner start-up)": job.mark("loaded", 0, 2) - joiner.started,
+                "(join to plan)": _plan_seconds(node0, world=3),
+                **job.in_place(regroup, before),
+                "(recent step)": regroup["typical"],
+                **job.step_at_new_size(0, regroup["n"]),
+            }
+        else:
+            job.wait_first_step(world=3)
+            at, attempt_line = _wait(lambda: node0.lines.first("attempt 1 "), 10, "the attempt line")
+            stopping = _seconds(attempt_line, "stopping took ", " s")
+            rendezvous = _seconds(attempt_line, "rendezvous ", " s")
+            before, after, breaks = job.mark("step", 0)["at"], job.mark("first_step", 1), 0.0
+            noticed = at - stopping - rendezvous  # when the coordinator took the join
+            phases = {
+                **job.restarted(before, noticed, stopping + rendezvous, stopping),
+                **job.step_at_new_size(1),
+            }
+        pause = after - before - breaks - typical
+        epoch_end = {"epoch end": -breaks} if breaks else {}
+        return {**phases, **epoch_end, "typical step": -typical, "pause": pause}
+
+
+def run_node0(case: Case, setup: Setup) -> dict:
     """Node 0 of three killed, seen from the survivor that takes over."""
-    with Job(work, "node0", "2:3", 3, 3, heartbeat) as job:
+    with Job(setup, case, "2:3", 3, 3) as job:
         job.wait_first_checkpoint()
         ranks = {i: job.nodes[i].ranks() for i in (1, 2)}
         lost_at = time.time()
@@ -314,7 +510,50 @@ def run_node0(heartbeat: float, work: Path) -> dict:
         _, attempt_line = _wait(lambda: lines.first("after losing node 0)"), 10, "the attempt line")
         takeover = _seconds(attempt_line, "(", " s after losing node 0")
         stopped = _wait(lambda: exits.at.get(lead), 10, "the new coordinator's ranks to exit")
-        return job.after(lost_at, noticed, takeover, stopped - noticed)
+        phases = {**job.restarted(noticed, noticed, takeover, stopped - noticed), **job.step_at_new_size(1)}
+        return {"detection": noticed - lost_at, **phases, "total": job.mark("first_step", 1) - lost_at}
+
+
+RUNS = {"lost": run_lost, "joined": run_joined, "node0": run_node0}
+
+
+def cases_of(which: str, quick: bool) -> list[Case]:
+    cases = []
+    if which in ("lost", "all"):
+        for how in ["killed"] if quick else ["killed", "frozen"]:
+            cases += [Case("lost", IN_PLACE, how), Case("lost", RESTART, how)]
+    if which in ("joined", "all"):
+        cases += [Case("joined", IN_PLACE)] if quick else [Case("joined", IN_PLACE), Case("joined", RESTART)]
+    if which in ("node0", "all") and not quick:
+        cases.append(Case("node0", IN_PLACE))  # offered, but losing the chief restarts the job
+    return cases
+
+
+def print_table(title: str, columns: dict[str, dict]) -> None:
+    """Seconds of each phase (rows) of each run (columns); "-" where a run has no such phase."""
+    rows = [r for r in ROWS if any(r in c for c in columns.values())]
+    print(f"\n{title + ' (seconds)':<22}" + "".join(f"{name:>16}" for name in columns))
+    for row in rows:
+        cells = (f"{c[row]:>16.2f}" if row in c else f"{'-':>16}" for c in columns.values())
+        print(f"{row:<22}" + "".join(cells))
+
+
+def results_of(case: Case, r: dict, heartbeat: float) -> list[tuple[str, float, float]]:
+    """The RESULT rows of a run: (case name, ours, the goal it is measured against)."""
+    if case.kind == "joined":
+        goal = IN_PLACE_PAUSE_GOAL_S if case.resize == IN_PLACE else AFTER_DETECTION_GOAL_S
+        return [(f"node joined, {case.resize}: pause of the others", r["pause"], goal)]
+    if case.resize == IN_PLACE and case.how == "killed":
+        return [("node killed, in place: lost to first step", r["total"], IN_PLACE_LOST_GOAL_S)]
+    # the restart's names are those from before resizes in place, so that figures compare over time
+    if case.kind == "node0":
+        name = "node 0 killed"
+    else:
+        name = f"node {case.how}" + (", in place" if case.resize == IN_PLACE else "")
+    return [
+        (f"{name}: detection", r["detection"], heartbeat),
+        (f"{name}: detection to first step", r["total"] - r["detection"], AFTER_DETECTION_GOAL_S),
+    ]
 
 
 def _on_sigterm(signum, frame) -> None:
@@ -323,38 +562,42 @@ def _on_sigterm(signum, frame) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--case", choices=["lost", "node0", "all"], default="all")
-    p.add_argument("--quick", action="store_true", help="lost: only the killed launcher, not the frozen node")
+    p.add_argument("--case", choices=["lost", "joined", "node0", "all"], default="all")
+    p.add_argument(
+        "--quick", action="store_true",
+        help="only the killed node (in place and by a restart) and the join in place",
+    )  # fmt: skip
     p.add_argument("--heartbeat-timeout", type=float, default=10.0)
+    p.add_argument(
+        "--no-sync-bn", action="store_true",
+        help="train the example with --no-sync-bn (each rank's BatchNorm uses its own batch)",
+    )  # fmt: skip
     args = p.parse_args()
     signal.signal(signal.SIGTERM, _on_sigterm)
-    cases = []
-    if args.case in ("lost", "all"):
-        cases += ["killed"] if args.quick else ["killed", "frozen"]
-    if args.case in ("node0", "all"):
-        cases.append("node0")
-    results = {}
+    results: dict[Case, dict] = {}
+    failed: dict[Case, str] = {}
     with tempfile.TemporaryDirectory(prefix="elastic-bench-") as tmp:
-        for how in cases:
-            if how == "node0":
-                results[how] = run_node0(args.heartbeat_timeout, Path(tmp))
-            else:
-                results[how] = run_lost(how, args.heartbeat_timeout, Path(tmp))
-    print(f"{'seconds':<16}" + "".join(f"{how:>10}" for how in cases))
-    for phase in PHASES:
-        print(f"{phase:<16}" + "".join(f"{results[how][phase]:>10.2f}" for how in cases))
-    for how, r in results.items():
-        after = r["total"] - r["detection"]
-        name = "node 0 killed" if how == "node0" else f"node {how}"
-        rows = [
-            (f"{name}: detection", r["detection"], args.heartbeat_timeout),
-            (f"{name}: detection to first step", after, AFTER_DETECTION_GOAL_S),
-        ]
-        for case, ours, baseline in rows:
-            line = {"benchmark": "elastic", "case": case, "ours": round(ours, 3), "baseline": baseline,
+        setup = Setup(args.heartbeat_timeout, ("--no-sync-bn",) if args.no_sync_bn else (), Path(tmp))
+        for case in cases_of(args.case, args.quick):
+            print(f"running {case.kind}: {case.column}", file=sys.stderr, flush=True)
+            try:
+                results[case] = RUNS[case.kind](case, setup)
+            except RuntimeError as e:  # the next case may still work; this one is reported below
+                print(f"{case.kind} {case.column} failed: {e}", file=sys.stderr, flush=True)
+                failed[case] = str(e).split("; the launchers' last lines")[0]
+    for kind in RUNS:
+        columns = {case.column: r for case, r in results.items() if case.kind == kind}
+        if columns:
+            print_table(kind, columns)
+    print()
+    for case, why in failed.items():
+        print(f"FAILED {case.kind} {case.column}: {why}")
+    for case, r in results.items():
+        for name, ours, baseline in results_of(case, r, args.heartbeat_timeout):
+            line = {"benchmark": "elastic", "case": name, "ours": round(ours, 3), "baseline": baseline,
                     "unit": "s", "ratio": round(ours / baseline, 3), "goal": 1.0}  # fmt: skip
             print("RESULT " + json.dumps(line))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

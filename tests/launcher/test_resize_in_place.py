@@ -94,7 +94,8 @@ def test_ranks_that_cannot_resize_in_place_or_die_in_the_regroup_restart_the_job
         node0 = _node(port, 0, out, 60, mode=mode)
         node1 = _node(port, 1, out, 60, addr="127.0.0.2", mode=mode)
         try:
-            wait_for(lambda: _steps(out) >= 5, 30, what="two nodes to run")  # noqa: B023
+            ready = lambda: len(_lines(out, "start")) == 2 and _steps(out) >= 5  # noqa: B023
+            wait_for(ready, 30, what="two nodes to run")
             node1.kill()
             (rc0, _, err0), _ = finish(node0, node1, timeout=40)
             assert rc0 == 0, err0

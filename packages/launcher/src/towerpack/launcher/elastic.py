@@ -437,7 +437,9 @@ class ElasticCoordinator(Coordinator):
                 return _End(_Why.FAILURE, failure=Failure.of_exit(event.node, event.exit))
             if event.exit.kind is TaskKind.WORKER:
                 succeeded.add((event.node, event.exit.task))
-                world = resizes.world() if resizes is not None else workers
+                # Ranks that finished training before a joining node's ranks were ready end the job: those
+                # have nothing left to join (they are stopped with the job).
+                world = resizes.training() if resizes is not None else workers
                 if sum(1 for node, _ in succeeded if node in members) >= world:
                     return _End(_Why.DONE)
 

@@ -94,15 +94,16 @@ class InPlace:
                 return False
         return True
 
-    def cannot(self) -> str | None:
-        """Why the members cannot resize in place now (None: they can)."""
+    def cannot(self, gone: tuple = ()) -> str | None:
+        """Why the members (but ``gone``) cannot resize in place now (None: they can)."""
         if self.phase is not Phase.STEADY:
             return f"a resize is under way ({self.phase.value})"
-        for node in self.coord.nodes:
+        nodes = [n for n in self.coord.nodes if n not in gone]
+        for node in nodes:
             for s in self._states(node):
                 if s.state is rf.RankState.CANNOT:
                     return f"a rank of {self.coord._node_name(node.info.node)} cannot: {s.reason}"
-        if not self._all(self.coord.nodes, rf.RankState.READY, self.generation):
+        if not self._all(nodes, rf.RankState.READY, self.generation):
             return "not every rank has said it can regroup"
         return None
 
@@ -110,7 +111,7 @@ class InPlace:
     def lost(self, gone: list) -> bool:
         """Members ``gone`` were lost: regroup the others in place (True), or say why not (False: restart)."""
         coord = self.coord
-        why = self.cannot()
+        why = self.cannot(tuple(gone))
         survivors = [n for n in coord.nodes if n not in gone]
         ids = {n.info.node for n in survivors}
         if why is None and (coord.quorum is not None and not coord.quorum.met_by(ids)):
@@ -197,6 +198,11 @@ class InPlace:
 
     def world(self) -> int:
         return sum(n.info.slots for n in self.coord.nodes)
+
+    def training(self) -> int:
+        """The ranks that train now: the members' but those of nodes still joining."""
+        joining = self.resizing.joiners if self.phase is Phase.JOINING else []
+        return sum(n.info.slots for n in self.coord.nodes if n not in joining)
 
     # -- helpers --------------------------------------------------------------------------------------
     def _agree(self) -> bool:

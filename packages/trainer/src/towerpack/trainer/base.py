@@ -404,6 +404,11 @@ class Trainer:
         self._epoch_steps_done = at.step
         return at.step
 
+    def callbacks_regrouped(self) -> None:
+        """Tell every callback that the job was resized in place."""
+        if self._callbacks is not None:
+            self._callbacks.regrouped()
+
     def global_step_value(self) -> int:
         """The global step as the graph's variable holds it (the Python counter follows it)."""
         return int(self.sess.run(get_global_step_var()))

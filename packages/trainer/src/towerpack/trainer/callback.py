@@ -80,6 +80,10 @@ class Callback:
     def after_train(self) -> None:
         self._after_train()
 
+    def regrouped(self) -> None:
+        """The job was resized in place (its ranks, world size and global step may have changed)."""
+        self._regrouped()
+
     # ---- what subclasses override ---------------------------------------------------------
     def _setup_graph(self) -> None:
         pass
@@ -110,6 +114,10 @@ class Callback:
 
     def _after_train(self) -> None:
         pass
+
+    def _regrouped(self) -> None:
+        """Override when the callback keeps a schedule that every rank must share (collectives it runs
+        on some steps only): a rank that joined has none yet."""
 
     # ---- state shared with the trainer ------------------------------------------------------
     @property
@@ -252,6 +260,9 @@ class ProxyCallback(Callback):
 
     def _after_train(self):
         self.cb.after_train()
+
+    def _regrouped(self):
+        self.cb.regrouped()
 
     # A proxy takes part in runs when the wrapped callback does, or when a subclass of the proxy
     # changes the run methods itself.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from towerpack.dataflow.pipeline.base import dataflow_len
+from towerpack.utils.resize_files import JOIN_VAR
 
 from . import logger
 from .callback import Callback
@@ -207,6 +208,10 @@ class AutoResumeTrainConfig(TrainConfig):
         super().__init__(**kwargs)
         self.resumed_from = None
         logdir = self.logdir or logger.get_logger_dir()
+        if os.environ.get(JOIN_VAR) == "1":
+            # A rank joining a running job in place: its variables and position come from the job.
+            logger.info("AutoResumeTrainConfig: this rank joins a running job; it restores no checkpoint")
+            return
         ckpt = _latest_checkpoint(logdir)
         if ckpt is None:
             return

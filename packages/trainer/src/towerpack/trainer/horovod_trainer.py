@@ -221,7 +221,7 @@ class HorovodTrainer(SingleCostTrainer):
             # Horovod cannot tell a peer that ended normally from one that failed or stalled, so
             # this stays an error (unlike the TF-server trainers, where a finished worker ends
             # the others cleanly).
-            if "Horovod has been shut down" in e.message:
+            if "Horovod has been shut down" in e.message and not (self.resize and self.resize.recoverable(e)):
                 logger.error(
                     "Rank %d: another rank has left Horovod. Either it ended training early "
                     "(StopTraining in some ranks only, or fewer steps: every rank must run the same "
@@ -261,3 +261,5 @@ class HorovodTrainer(SingleCostTrainer):
             return  # its variables come from the job at the regroup
         logger.info("Broadcasting the global variables from rank 0 ...")
         self.sess.run(self._broadcast_op)
+        if self.resize is not None:
+            self.resize.regroup.prime(self.sess, self.rank)

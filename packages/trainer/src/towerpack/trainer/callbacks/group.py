@@ -86,6 +86,10 @@ class Callbacks(Callback):
                 "Callbacks took %.2fs at the end of the epoch; most of it: %s", total, ", ".join(slow)
             )
 
+    def _regrouped(self):
+        for cb in self.cbs:
+            cb.regrouped()
+
     def _after_train(self):
         for cb in self.cbs:
             try:

@@ -92,6 +92,10 @@ class PreemptionSaver(Callback):
         if not self._handlers.install():
             logger.warning("PreemptionSaver: not in the main thread, so no signal handlers are installed")
 
+    def _regrouped(self):
+        # Every rank votes at the next step, a joining one included, and takes the interval from there.
+        self._next_vote, self._last_vote = 0, None
+
     def _handle(self, signum, _frame):
         if self.received is None:
             self.received = signum

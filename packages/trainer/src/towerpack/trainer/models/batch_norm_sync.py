@@ -8,6 +8,10 @@ the all-reduce, so N replicas at batch b compute what one would at batch N*b.
 from __future__ import annotations
 
 import enum
+import os
+
+from towerpack.utils.placement import placement
+from towerpack.utils.resize_files import JOIN_VAR
 
 from .. import logger
 from ..collective_group import collective_group
@@ -60,11 +64,21 @@ def _horovod():
     try:
         hvd.size()
     except ValueError:
+        if os.environ.get(JOIN_VAR) == "1":  # a rank joining a running job starts Horovod later
+            return hvd
         raise RuntimeError(
             "BatchNorm(sync_statistics='horovod') needs Horovod initialized: build the model under "
             "HorovodTrainer or CollectiveAllReduceTrainer (or call horovod.tensorflow.init() first)"
         ) from None
     return hvd
+
+
+def _horovod_size(hvd) -> int:
+    """Horovod's size; a rank joining a running job in place (Horovod not started yet) takes its
+    launcher's ``WORLD_SIZE``."""
+    if os.environ.get(JOIN_VAR) == "1" and not hvd.is_initialized():
+        return placement().world_size
+    return hvd.size()
 
 
 def _across_processes(both):
@@ -75,7 +89,7 @@ def _across_processes(both):
             return group.all_reduce(both, average=True, name="sync_moments")
     else:
         hvd = _horovod()
-        if hvd.size() > 1:
+        if _horovod_size(hvd) > 1:
             return hvd.allreduce(both, op=hvd.Average, name="sync_moments")
     _warn_single(SyncMode.HOROVOD, "rank")
     return both

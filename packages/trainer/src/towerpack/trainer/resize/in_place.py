@@ -8,6 +8,7 @@ regroup failed) raises, exits, and its launcher restarts the job from its checkp
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -70,6 +71,8 @@ class InPlaceResize:
         """A joining rank: its graph and session are ready; wait for the plan that takes it in."""
         if not self.enabled:  # it said why; the launcher restarts the job to take the node in
             raise RuntimeError("this rank was started to join the job in place, but it cannot (see above)")
+        took = self.regroup.warm_up(self.trainer.sess, self.trainer.run_step)
+        logger.info("Joining rank ready (its step warmed up in %.2f s); waiting for the regroup", took)
         self.channel.report(rf.RankState.JOINING)
         plan = self.channel.wait_plan(self.channel.wait_s)
         if plan is None:
@@ -113,8 +116,15 @@ class InPlaceResize:
         # The source's step variable: a step that failed in its collective may have counted it already.
         trainer.set_global_step(trainer.global_step_value())
         t = time.perf_counter()
+        at = trainer.trainer_position()
+        here = (at.steps_per_epoch, at.step_in_epoch)
         steps_per_epoch, step = restart_input(trainer)
+        if trainer.position_keeper is None or (steps_per_epoch, step) == here:
+            # The bounds did not come from the job's data position: every rank takes the source's loop
+            # position (a joining rank's own is where it would have started).
+            steps_per_epoch, step = self._source_loop
         self.last = dict(result.phases, input=time.perf_counter() - t, total=time.perf_counter() - began)
+        trainer.callbacks_regrouped()
         self.channel.taken(plan)
         logger.info(
             "Resized in place to %d ranks: epoch %d, step %d of %d (%.2f s)",
@@ -128,11 +138,22 @@ class InPlaceResize:
         return -1 if joining else self.trainer.global_step
 
     def _state(self) -> bytes:
+        at = self.trainer.trainer_position()
+        parts = {"loop": json.dumps([at.steps_per_epoch, at.step_in_epoch]).encode()}
         keeper = self.trainer.position_keeper
-        return encode_state({"position": keeper.state_bytes()} if keeper is not None else {})
+        if keeper is not None:
+            parts["position"] = keeper.state_bytes()
+        return encode_state(parts)
 
     def _load_state(self, data: bytes) -> None:
         parts = decode_state(data)
+        try:
+            steps, step = (int(v) for v in json.loads(parts["loop"]))
+            if not 0 <= step <= steps:
+                raise ValueError(f"step {step} of {steps}")
+        except (KeyError, ValueError, TypeError) as e:
+            raise RuntimeError(f"the regroup's source sent no valid loop position ({e!r})") from None
+        self._source_loop = steps, step
         keeper = self.trainer.position_keeper
         if keeper is not None:
             if "position" not in parts:

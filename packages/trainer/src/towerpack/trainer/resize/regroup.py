@@ -14,6 +14,7 @@ is finalized; they cost nothing until a regroup runs them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -60,21 +61,53 @@ class HorovodRegroup:
             self._vote_in = tfv1.placeholder(tf.int64, [3], name="vote")
             self._votes = hvd.allgather(tf.reshape(self._vote_in, [1, 3]), name="RegroupVote")
             self._is_source = tfv1.placeholder(tf.bool, [], name="is_source")
-            assigns, self.skipped = [], []
+            by_dtype: dict = {}
+            self.skipped = []
             for v in variables:
-                if v.dtype.base_dtype not in _REDUCIBLE:
+                dtype = v.dtype.base_dtype
+                if dtype in _REDUCIBLE:
+                    by_dtype.setdefault(dtype, []).append(v)
+                else:
                     self.skipped.append(v.op.name)
-                    continue
-                value = v.read_value() if hasattr(v, "read_value") else tf.identity(v)
-                mine = tf.where(self._is_source, value, tf.zeros_like(value))
-                total = hvd.allreduce(mine, op=hvd.Sum, name=f"RegroupVar_{len(assigns)}")
-                assigns.append(tfv1.assign(v, total).op)
+            assigns = []
+            for i, group in enumerate(by_dtype.values()):  # one all-reduce per dtype, not per variable
+                flat = tf.concat([tf.reshape(_value(v), [-1]) for v in group], 0)
+                mine = tf.where(self._is_source, flat, tf.zeros_like(flat))
+                total = hvd.allreduce(mine, op=hvd.Sum, name=f"RegroupVars_{i}")
+                sizes = [v.shape.num_elements() for v in group]
+                for v, part in zip(group, tf.split(total, sizes), strict=True):
+                    assigns.append(tfv1.assign(v, tf.reshape(part, v.shape)).op)
             self._sync = tf.group(*assigns, name="sync")
             self._state_in = tfv1.placeholder(tf.uint8, [None], name="state")
             self._state = hvd.allgather(self._state_in, name="RegroupState")
         if self.skipped:
             logger.warning("A regroup keeps each rank's own value of %s (not all-reducible)", self.skipped)
         self._built = True
+
+    def prime(self, sess, rank: int) -> None:
+        """Run the regroup's ops once with every rank of the job, when the session starts (the variables
+        from rank 0, as the first broadcast has them): a regroup then finds TensorFlow's executors for
+        them ready."""
+        sess.run(self._votes, {self._vote_in: [0, rank, 0]})
+        sess.run(self._sync, {self._is_source: rank == 0})
+        sess.run(self._state, {self._state_in: np.zeros(0, np.uint8)})
+
+    def warm_up(self, sess, step) -> float:
+        """A joining rank, before Horovod starts: run ``step()`` (the training step) and the regroup's ops
+        once. Each fails at its first collective, but TensorFlow has built (and keeps) what it runs them
+        with, and the kernels before the collectives have run once, so the first regroup and the first
+        step do not hold the others up. Returns the seconds it took."""
+        began = time.perf_counter()
+        runs = (
+            step,
+            lambda: sess.run(self._votes, {self._vote_in: [-1, 0, 0]}),
+            lambda: sess.run(self._sync, {self._is_source: False}),
+            lambda: sess.run(self._state, {self._state_in: np.zeros(0, np.uint8)}),
+        )
+        for run in runs:
+            with contextlib.suppress(tf.errors.OpError):  # expected: Horovod is not initialized yet
+                run()
+        return time.perf_counter() - began
 
     def run(
         self, sess, plan: rf.Plan, joining: bool, step: int, epoch: int, state, load_state
@@ -118,6 +151,10 @@ class HorovodRegroup:
             ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in phases.items()),
         )
         return RegroupResult(rank, size, best, epoch, phases)
+
+
+def _value(v):
+    return v.read_value() if hasattr(v, "read_value") else tf.identity(v)
 
 
 def encode_state(parts: dict) -> bytes:
