@@ -58,7 +58,7 @@ def test_the_watcher_flags_a_later_plan_and_a_stop_ends_the_wait_at_once(tmp_pat
 
 def test_files_that_are_not_plans_or_states_are_named_or_skipped(tmp_path):
     (tmp_path / "plan.json").write_text('{"generation": "x", "slots": []}')
-    with pytest.raises(ValueError, match="plan.json is not a resize plan"):
+    with pytest.raises(ValueError, match=r"plan\.json is not a resize plan"):
         rf.read_plan(tmp_path)
     (tmp_path / "plan.json").write_bytes(b" " * (rf.MAX_BYTES + 1))
     with pytest.raises(ValueError, match="larger than"):

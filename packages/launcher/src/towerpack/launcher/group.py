@@ -20,7 +20,7 @@ from towerpack.utils.resize_files import SlotState
 #: Seconds between SIGTERM and SIGKILL when a job is stopped because it failed or finished.
 FAILURE_GRACE_S = 3.0
 #: Variables the launcher only guesses: a value the user set on the node wins.
-USER_CHOICE = ("HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME")
+USER_CHOICE = ("HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME", "HOROVOD_GLOO_TIMEOUT_SECONDS")
 
 
 class LocalGroup:

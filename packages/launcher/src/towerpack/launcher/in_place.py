@@ -34,6 +34,8 @@ __all__ = ["InPlace", "Phase", "offered", "rank_env"]
 #: Seconds past the heartbeat timeout a rank whose collective failed waits for the plan; the regroup of
 #: a silent node's survivors may wait that long in Gloo (``HOROVOD_GLOO_TIMEOUT_SECONDS``) first.
 WAIT_SLACK_S = 30.0
+#: Seconds past the heartbeat timeout that Horovod's Gloo waits for a peer (``HOROVOD_GLOO_TIMEOUT_SECONDS``).
+GLOO_SLACK_S = 5.0
 
 
 class Phase(enum.Enum):
@@ -50,8 +52,10 @@ def offered(spec) -> bool:
 
 
 def rank_env(heartbeat_timeout: float) -> dict[str, str]:
-    """What the ranks of a job that offers resizes in place get on top of their usual variables."""
-    gloo = heartbeat_timeout + 10.0  # a silent peer fails a collective this long after it went quiet
+    """What the ranks of a job that offers resizes in place get on top of their usual variables. A silent
+    peer fails a collective ``GLOO_SLACK_S`` after the launcher noticed it gone (the ranks meet at a barrier
+    before ``hvd.init()``, so that the timeout need not cover how far apart they start)."""
+    gloo = heartbeat_timeout + GLOO_SLACK_S
     return {
         rf.WAIT_VAR: f"{gloo + heartbeat_timeout + WAIT_SLACK_S:g}",
         "HOROVOD_GLOO_TIMEOUT_SECONDS": f"{gloo:g}",

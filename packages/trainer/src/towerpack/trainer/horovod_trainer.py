@@ -6,6 +6,7 @@ import copy
 import os
 from dataclasses import dataclass
 
+from towerpack.utils import resize_files as rf
 from towerpack.utils.placement import PlacementError, placement
 
 from . import logger
@@ -15,6 +16,7 @@ from .compat import tf, tfv1
 from .devices import local_gpu_index, with_visible_gpu
 from .horovod_rendezvous import RendezvousError, gloo_rendezvous
 from .resize.in_place import InPlaceResize
+from .resize.init_barrier import BarrierError, store_barrier
 from .resize.rank_channel import RankChannel
 from .resize.regroup import HorovodRegroup
 from .tower import TrainTowerContext
@@ -28,6 +30,9 @@ _HOROVOD_DEFAULTS = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "30", "HOROVOD_STALL_SH
 
 _FUSION_VAR, _CYCLE_VAR = "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CYCLE_TIME"
 _ELASTIC_VAR = "HOROVOD_ELASTIC"
+#: Seconds the ranks of an elastic job wait for each other before hvd.init() (a rank that fails to start
+#: ends the job sooner: its launcher sees it exit).
+START_BARRIER_S = 600.0
 _MIB = 1 << 20
 # What Horovod (>= 0.21) uses when the variables are unset.
 _DEFAULT_FUSION_BYTES, _DEFAULT_CYCLE_MS = 128 * _MIB, 1.0
@@ -108,9 +113,12 @@ def import_horovod(tuning: HorovodTuning | None = None, init: bool = True):
     if not init:
         return hvd
     try:
+        if rf.WAIT_VAR in os.environ:  # an elastic job's ranks meet first (see resize.init_barrier)
+            where = placement()
+            store_barrier("start", where.rank, where.world_size, START_BARRIER_S)
         with gloo_rendezvous():
             hvd.init()
-    except (RendezvousError, PlacementError):
+    except (RendezvousError, PlacementError, BarrierError):
         raise
     except Exception as e:
         raise RuntimeError(

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from towerpack.utils import resize_files as rf
+from towerpack.utils.placement import placement
 
 from .. import logger
 from ..compat import tf, tfv1
+from .init_barrier import store_barrier
 from .rank_channel import RankChannel
 
 __all__ = ["HorovodRegroup", "RegroupResult"]
@@ -122,6 +124,8 @@ class HorovodRegroup:
         if hvd.is_initialized():
             hvd.shutdown()
         os.environ.update(env)
+        where = placement()
+        store_barrier(f"regroup-{plan.generation}", where.rank, where.world_size, self.channel.wait_s)
         hvd.init()
         rank, size = hvd.rank(), hvd.size()
         phases["reinit"] = time.perf_counter() - start
