@@ -6,8 +6,13 @@ so only transport is measured) through MultiProcessRunnerZMQ (IPC), through a re
 ``dataflow serve`` server read by RemoteDataZMQ (TCP on loopback), and through such a server to a
 consumer in an exact-resume session (the server's source is then a resumable dataset whose every
 item is those arrays: each datapoint carries its generation and its item's key, the consumer
-records them), and compared with raw pyzmq PUSH/PULL over the same transport, with zero-copy send
-and receive (np.frombuffer).
+records them), and compared with raw pyzmq PUSH/PULL over the same transport as pyzmq documents it:
+send_multipart and recv_multipart without copies, arrays made with np.frombuffer of each frame's
+buffer, the same high-water mark on each socket (so raw ZMQ holds more in flight than our window) and
+no header frame. Every consumer runs in this process, with the allocator setting that RemoteDataZMQ
+makes (towerpack.dataflow.wire.allocator): without it glibc hands the memory of received frames back to
+the kernel and faults it in again, which costs a receiver more than all the rest of its work, and the
+raw baseline would be measuring that.
 
 Case (lmdb): an LMDB dataset of uint8 [64,64,3] images with labels (written once, in a temporary
 directory), read shuffled and batched by 32 through 2 worker processes (MultiProcessRunnerZMQ,
@@ -55,12 +60,17 @@ from towerpack.dataflow import (
     RemoteDataZMQ,
 )
 from towerpack.dataflow.dataset.base import ArrayDataset, IndexedDataset
+from towerpack.dataflow.wire.allocator import keep_freed_memory
 
 CASES = {
     "a": {"shapes": [[32, 224, 224, 3], [32]], "dtypes": ["uint8", "int32"], "n": 300, "warmup": 20},
-    "b": {"shapes": [[64, 784], [64]], "dtypes": ["float32", "int64"], "n": 4000, "warmup": 200},
+    "b": {"shapes": [[64, 784], [64]], "dtypes": ["float32", "int64"], "n": 20000, "warmup": 500},
 }
 HWM = 50
+#: Datapoints in an epoch of case (a) or (b): more than a run takes (the runner's iteration is one epoch).
+EPOCH = 100_000
+#: Datapoints a session-case run takes (rows are batched in Python: a few thousand per second).
+SESSION_N = 8000
 #: Goals by (case, path): a server, in a session or not, at 0.9 of raw ZMQ; the runner's are unchanged.
 GOALS = {
     ("a", "runner"): 0.95,
@@ -78,12 +88,12 @@ LMDB_BATCH = 32
 
 def make_a() -> FakeData:
     c = CASES["a"]
-    return FakeData(c["shapes"], size=10_000, random=False, dtype=c["dtypes"])
+    return FakeData(c["shapes"], size=EPOCH, random=False, dtype=c["dtypes"])
 
 
 def make_b() -> FakeData:
     c = CASES["b"]
-    return FakeData(c["shapes"], size=10_000, random=False, dtype=c["dtypes"])
+    return FakeData(c["shapes"], size=EPOCH, random=False, dtype=c["dtypes"])
 
 
 class Rows(ArrayDataset):
@@ -301,7 +311,7 @@ def session_case(quick: bool, trials: int) -> tuple[float, float, float, float]:
     the ratios of pairs run back to back (the order alternates: a machine shared with other work
     moves whole runs by more than the difference measured), and the best rate of the pipeline alone."""
     c = CASES["b"]
-    n = c["n"] // 3 if quick else 2 * c["n"]
+    n = SESSION_N // 3 if quick else SESSION_N
     on, off, alone = [], [], []
     for i in range(2 * trials):
         for session in (False, True) if i % 2 == 0 else (True, False):
@@ -322,6 +332,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     trials = args.trials or (2 if args.quick else 5)
+    keep_freed_memory()  # the same allocator for the raw consumers as for ours (see the docstring)
     rows = []
     lmdb = None
     if args.case is None or "lmdb" in args.case:

@@ -57,6 +57,10 @@ def as_keys(tag: Tag) -> np.ndarray:
     """A tag as an ``int64`` array of keys (empty for None)."""
     if tag is None:
         return _EMPTY
+    if type(tag) is int:  # one item's key (the common tags first: this runs for every datapoint served)
+        return np.array((tag,), np.int64)
+    if type(tag) is np.ndarray and tag.dtype == np.int64 and tag.ndim == 1:
+        return tag
     return np.atleast_1d(np.asarray(tag, dtype=np.int64))
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zmq
 
 from ..pipeline.base import DataFlow, DataFlowReentrantGuard, DataFlowTerminated
@@ -34,6 +35,7 @@ from ..pipeline.sharding import Shard
 from ..resume.position import DataPosition
 from ..resume.protocol import Step, StepKind
 from ..wire import control
+from ..wire.allocator import keep_freed_memory
 from ..wire.codec import (
     DEFAULT_LIMITS,
     WireFormatError,
@@ -105,11 +107,20 @@ def _server_name(index: int) -> bytes:
     return f"s{index}".encode()
 
 
-def _session_datapoint(msg: Any) -> tuple[int, Any, Any]:
-    """``(generation, tag, datapoint)`` of a datapoint served in a session."""
-    if not (isinstance(msg, list) and len(msg) == 3 and isinstance(msg[0], int)):
-        raise WireFormatError("a datapoint served in a session is not [generation, tag, datapoint]")
-    return msg[0], msg[1], msg[2]
+#: How the keys of a datapoint served in a session travel.
+_KEYS = np.dtype("<i8")
+
+
+def _session_datapoint(msg: Any) -> tuple[int, np.ndarray, Any]:
+    """``(generation, keys, datapoint)`` of a datapoint served in a session. The keys are copied out of
+    their frame: they are kept for the session's joins, and a view would keep the frame's objects,
+    which Python's garbage collector then walks again and again."""
+    if not (type(msg) is list and len(msg) == 3 and type(msg[0]) is int):
+        raise WireFormatError("a datapoint served in a session is not [generation, keys, datapoint]")
+    keys = msg[1]
+    if type(keys) is not np.ndarray or keys.dtype != _KEYS or keys.ndim != 1:
+        raise WireFormatError("a datapoint served in a session does not carry its keys as an int64 array")
+    return msg[0], keys.copy(), msg[2]
 
 
 def _close(sock: zmq.Socket, ctx: zmq.Context, monitor: zmq.Socket | None = None) -> None:
@@ -230,6 +241,7 @@ class RemoteDataZMQ(DataFlow):
     def reset_state(self) -> None:
         if self._sock is not None:
             return
+        keep_freed_memory()  # received frames are malloc'ed and freed all the time: see its module
         ctx = zmq.Context()
         # A binding consumer may have several producers and must answer each one: a ROUTER with
         # a name they know; so does one that connects to several servers, each under a name of its

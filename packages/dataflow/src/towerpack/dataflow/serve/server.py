@@ -35,9 +35,18 @@ from zmq.utils.monitor import recv_monitor_message
 from ..pipeline.base import DataFlow
 from ..pipeline.stream import repeat_forever
 from ..wire import control
-from ..wire.codec import WireFormatError, WireLimits, decode_message, encode, recv_frames
+from ..wire.codec import (
+    WireFormatError,
+    WireLimits,
+    decode_message,
+    encode,
+    recv_frames,
+    send_frames,
+    send_part,
+)
 from ..wire.control import MAX_WINDOW, Credit, EpochEnd, Hello, Join, Ping, Window
 from ..wire.credit import BOUND_CONSUMER_ID, HEARTBEAT_S, check_heartbeat, set_heartbeat
+from ..wire.release import demote_release_thread
 from ..wire.security import ZAP_DOMAIN, Gatekeeper, apply_server_keys, load_authorized
 from .session_host import Entry, ServerHooks, SessionHost
 
@@ -51,7 +60,6 @@ PROBE_PERIOD_S = 5.0
 #: A server with credit to use sends this many datapoints between two looks at its sockets.
 SEND_BUDGET = 32
 #: ZMQ send flags as plain ints (combining pyzmq's flag enums costs more than the rest of a send).
-_MORE = int(zmq.SNDMORE)
 _ROUTE = int(zmq.SNDMORE | zmq.NOBLOCK)
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 #: A server that connects says hello this often until the consumer answers.
@@ -383,7 +391,7 @@ class DataServer:
         """
         done = 0
         blocked: set[bytes] = set()
-        send = self.sock.send
+        sock = self.sock
         while done < budget:
             ident = self._next_ready(blocked)
             if ident is None:
@@ -392,7 +400,7 @@ class DataServer:
             if entry is None:
                 break
             try:
-                send(ident, _ROUTE)
+                send_part(sock, ident, _ROUTE, True)
             except zmq.ZMQError as e:
                 self._pending.appendleft(entry)
                 if e.errno == zmq.EHOSTUNREACH:
@@ -402,12 +410,8 @@ class DataServer:
                 else:
                     raise
                 continue
-            # Once the routing frame is accepted, the rest of the message cannot fail. Arrays go
-            # without a copy (pyzmq copies frames under its copy threshold, such as the header).
-            *frames, last = entry[0]
-            for frame in frames:
-                send(frame, _MORE, copy=False)
-            send(last, 0, copy=False)
+            # Once the routing frame is accepted, the rest of the message cannot fail.
+            send_frames(sock, entry[0])
             peer = self.peers[ident]
             peer.credit -= 1
             peer.unacked.append(entry)
@@ -480,6 +484,7 @@ class DataServer:
             end = None if duration is None else time.monotonic() + duration
             next_probe = time.monotonic() + PROBE_PERIOD_S
             next_hello = 0.0
+            release_demoted = False  # pyzmq's release thread, once the first datapoint has started it
             self._rate = _Rate(time.monotonic(), 0)
             self.report(f"serving on {self.addr}" + (" (CURVE)" if self.curve_secret_key is not None else ""))
             self._say_count()
@@ -515,7 +520,8 @@ class DataServer:
                     self._say_hello()
                     next_hello = now + HELLO_PERIOD_S
                 left = SEND_BUDGET if max_datapoints is None else max_datapoints - self.sent
-                self._send_some(min(SEND_BUDGET, left))
+                if self._send_some(min(SEND_BUDGET, left)) and not release_demoted:
+                    release_demoted = demote_release_thread()
                 if self._epoch_end is not None:
                     self._mark_epoch()
                 if self.stats_every is not None and now - self._rate.since >= self.stats_every:
