@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 import pytest
 
-from support.id_model import IdModel
+from support.id_model import IdModel, TrainedIds
 from towerpack.dataflow import BatchData, MultiProcessRunnerZMQ
 from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.parallel.maps import MultiProcessMapDataZMQ
@@ -33,7 +33,7 @@ from towerpack.trainer import (
     TrainConfig,
     launch_train_with_config,
 )
-from towerpack.trainer.compat import tf, tfv1
+from towerpack.trainer.compat import tf
 from towerpack.trainer.input_source import FeedInput, QueueInput, StagingInput, ZMQInput
 from towerpack.trainer.resize.input_restart import InputRestartError, restart_input, why_input_cannot_restart
 from towerpack.trainer.resume_state import PositionKeeper
@@ -53,22 +53,11 @@ class Items(ArrayDataset):
         self._init_order(True, training=True, seed=7, remainder="drop", rank=rank, world_size=world_size)
 
 
-class RecordIds(Callback):
+class RecordIds(TrainedIds):
     """The ids every step trained on, one list per step."""
-
-    _chief_only = False
 
     def __init__(self):
         self.steps: list[list[int]] = []
-
-    def _setup_graph(self):
-        self._args = tfv1.train.SessionRunArgs(fetches=self.graph.get_tensor_by_name("trained_ids:0"))
-
-    def _before_run(self, ctx):
-        return self._args
-
-    def _after_run(self, run_context, run_values):
-        self._ids = run_values.results.tolist()
 
     def _trigger_step(self):
         self.steps.append(self._ids)

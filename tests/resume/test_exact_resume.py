@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.id_model import IdModel
+from support.id_model import IdModel, TrainedIds
 from towerpack.dataflow import BatchData, DataFromList, MultiProcessMapDataZMQ, MultiProcessRunnerZMQ
 from towerpack.dataflow.dataset.base import ArrayDataset
 from towerpack.dataflow.resume.position import DataPosition, PositionUnsupportedError
@@ -40,7 +40,7 @@ from towerpack.trainer import (
     logger,
 )
 from towerpack.trainer.batch_policy import BatchPolicy, batch_for_world_size
-from towerpack.trainer.compat import tf, tfv1
+from towerpack.trainer.compat import tf
 from towerpack.trainer.input_source import FeedInput, QueueInput
 from towerpack.trainer.resume_state import (
     RECORD_SUFFIX,
@@ -66,22 +66,11 @@ class Items(ArrayDataset):
         self._init_order(True, training=True, seed=7, **order)
 
 
-class RecordIds(Callback):
+class RecordIds(TrainedIds):
     """Fetches the ids each step trains on; writes ``[[epoch, local_step, global_step, ids], ...]``."""
-
-    _chief_only = False
 
     def __init__(self, path):
         self.path, self.rows, self._ids = str(path), [], None
-
-    def _setup_graph(self):
-        self._args = tfv1.train.SessionRunArgs(fetches=self.graph.get_tensor_by_name("trained_ids:0"))
-
-    def _before_run(self, ctx):
-        return self._args
-
-    def _after_run(self, run_context, run_values):
-        self._ids = run_values.results.tolist()
 
     def _trigger_step(self):
         self.rows.append([self.epoch_num, self.local_step, self.global_step, self._ids])
