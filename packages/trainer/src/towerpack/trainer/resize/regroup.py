@@ -5,8 +5,8 @@ position reach every rank in memory.
 Which rank is the source: a peer lost in the middle of a step may leave some survivors with that step
 applied and others without it (a ring all-reduce ends at different times on different ranks), so the ranks
 first all-gather the global step each completed, and the one furthest on (the lowest rank among equals) is the
-source; a joining rank never is. Its variables reach the others through an all-reduce of each variable that
-only the source feeds (the others add zeros: exact for every dtype), because the source is known only at
+source; a joining rank never is. Its variables reach the others through one all-reduce per dtype of all
+variables that only the source feeds (the others add zeros: exact), because the source is known only at
 run time, while a broadcast's root is fixed in the graph. Its position keeper's state (what the job has
 trained) follows the same way in an all-gather of bytes. All of these ops are built with the graph, before it
 is finalized; they cost nothing until a regroup runs them.
